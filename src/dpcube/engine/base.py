@@ -1,0 +1,51 @@
+"""The engine interface: how a data source becomes counts.
+
+Mechanisms never touch raw rows; they receive a :class:`dpcube.Histogram` (or, for mechanisms
+that need other aggregates, ask an engine). An engine turns a source and a schema into the dense
+frequency matrix, applying the out-of-domain policy:
+
+- ``"error"`` (default): a NULL or out-of-domain value raises :class:`dpcube.errors.DataError`
+  naming the column, example values and the number of rows;
+- ``"drop"``: such rows are not counted; the count per attribute goes into the release report;
+- ``"clip"``: ordinal and spatial values outside the range are counted in the nearest edge bin;
+  the count per attribute is reported (NULLs and unknown categories still raise).
+
+DuckDB (:mod:`dpcube.engine.duckdb_engine`) is the embedded default; a Spark engine implements
+the same method.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dpcube.schema import Schema
+
+OutOfDomainPolicy = Literal["error", "drop", "clip"]
+POLICIES: tuple[str, ...] = ("error", "drop", "clip")
+
+
+def policy_report(
+    policy: str, *, rows: int, counted: int, dropped: dict[str, int], clipped: dict[str, int]
+) -> dict[str, Any]:
+    """The data section of a release report."""
+    return {
+        "rows": rows,
+        "counted": counted,
+        "on_out_of_domain": policy,
+        "dropped": dropped,
+        "clipped": clipped,
+    }
+
+
+class Engine(ABC):
+    name: str
+
+    @abstractmethod
+    def histogram(
+        self, source: Any, schema: Schema, *, on_out_of_domain: OutOfDomainPolicy = "error"
+    ) -> tuple[NDArray[np.int64], dict[str, Any]]:
+        """Counts in the schema's shape, and the data report (rows, dropped, clipped)."""

@@ -1,0 +1,66 @@
+"""The frequency matrix: counts of records per cell of a schema's domain."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from dpcube.engine import POLICIES, Engine, OutOfDomainPolicy, get_engine
+from dpcube.errors import DataError, SchemaError
+from dpcube.schema import DEFAULT_MAX_CELLS, Schema
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """Non-negative int64 counts in the schema's shape, with the data report.
+
+    >>> s = Schema.from_dict({"attributes": [{"name": "x", "kind": "nominal", "categories": ["a", "b"]}]})
+    >>> Histogram(s, [3, 4]).total
+    7
+    """
+
+    schema: Schema
+    counts: NDArray[np.int64]
+    report: dict[str, Any] = field(default_factory=dict)
+
+    def __init__(self, schema: Schema, counts: ArrayLike, report: dict[str, Any] | None = None) -> None:
+        arr = np.asarray(counts)
+        if arr.shape != schema.shape:
+            raise SchemaError(f"counts of shape {arr.shape} do not match the schema's shape {schema.shape}")
+        if not np.issubdtype(arr.dtype, np.integer):
+            if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
+                raise DataError("histogram counts must be whole numbers")
+        arr = arr.astype(np.int64)
+        if arr.size and arr.min() < 0:
+            raise DataError(f"histogram counts must be non-negative; found {int(arr.min())}")
+        object.__setattr__(self, "schema", schema)
+        object.__setattr__(self, "counts", arr)
+        object.__setattr__(self, "report", dict(report or {}))
+
+    @property
+    def total(self) -> int:
+        return int(self.counts.sum())
+
+
+def histogram(
+    source: Any,
+    schema: Schema,
+    *,
+    on_out_of_domain: OutOfDomainPolicy = "error",
+    engine: str | Engine = "duckdb",
+    max_cells: int = DEFAULT_MAX_CELLS,
+) -> Histogram:
+    """Count the records of ``source`` in every cell of ``schema``'s domain.
+
+    ``source`` is a CSV/Parquet/JSON path (or a directory of Parquet files), a pandas or Polars
+    DataFrame, an Arrow table, a DuckDB relation or :class:`dpcube.SQL`. Binning and grouping run
+    in the engine (DuckDB by default); rows never become Python objects.
+    """
+    if on_out_of_domain not in POLICIES:
+        raise DataError(f"on_out_of_domain must be one of {', '.join(POLICIES)}, got {on_out_of_domain!r}")
+    schema.check_materialisable(max_cells)
+    counts, report = get_engine(engine).histogram(source, schema, on_out_of_domain=on_out_of_domain)
+    return Histogram(schema, counts, report)

@@ -1,0 +1,526 @@
+"""The schema: what is counted.
+
+A schema is an ordered list of attributes; the domain is their product. Each attribute maps the
+values of one or two columns to consecutive integer *axes* of the frequency matrix:
+
+- :class:`Ordinal`: a numeric column cut into bins (explicit edges, or a width over a range);
+- :class:`Nominal`: categories, optionally the leaves of a :class:`Hierarchy` (a tree whose every
+  node covers a contiguous interval of leaves, because leaves are ordered depth-first);
+- :class:`Spatial`: a latitude/longitude pair mapped to a rows x cols grid over a bounding box
+  (two axes: row = latitude band, column = longitude band).
+
+A *query* is a dict from attribute name to a constraint (an inclusive index interval, a category,
+a hierarchy node name, or for a spatial attribute a rectangle of grid cells); :meth:`Schema.box`
+turns it into one inclusive index interval per axis. Attributes that a query does not name are
+unconstrained.
+
+>>> s = Schema.from_dict({"attributes": [
+...     {"name": "age", "kind": "ordinal", "range": [0, 100], "width": 10},
+...     {"name": "sex", "kind": "nominal", "categories": ["F", "M"]}]})
+>>> s.shape
+(11, 2)
+>>> s.box({"age": [2, 4], "sex": "M"})
+((2, 4), (1, 1))
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeAlias
+
+import yaml
+
+from dpcube.errors import DomainTooLargeError, QueryError, SchemaError
+
+#: Largest number of cells that :func:`dpcube.histogram` materialises by default (1 GiB of int64).
+DEFAULT_MAX_CELLS = 2**27
+
+Interval: TypeAlias = tuple[int, int]
+Box: TypeAlias = tuple[Interval, ...]
+
+
+def _name_list(values: Iterable[Any], what: str, attribute: str) -> tuple[str, ...]:
+    names = tuple(str(v) for v in values)
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise SchemaError(f"attribute {attribute!r}: duplicate {what} {name!r}; names must be unique")
+        seen.add(name)
+    return names
+
+
+def _interval(value: Any, size: int, attribute: str, axis: str = "") -> Interval:
+    where = f"attribute {attribute!r}{' ' + axis if axis else ''}"
+    if (
+        not isinstance(value, Sequence)
+        or isinstance(value, str)
+        or len(value) != 2
+        or not all(isinstance(v, int | float) and float(v).is_integer() for v in value)
+    ):
+        raise QueryError(f"{where}: expected an inclusive index interval [lo, hi], got {value!r}")
+    lo, hi = int(value[0]), int(value[1])
+    if not 0 <= lo <= hi < size:
+        raise QueryError(f"{where}: interval [{lo}, {hi}] is not inside [0, {size - 1}]")
+    return lo, hi
+
+
+@dataclass(frozen=True)
+class Hierarchy:
+    """A tree over categories; leaves are the categories, ordered depth-first.
+
+    Every node covers the contiguous interval of leaves below it, so a node is a range query.
+    The root is named ``root`` (``"*"`` by default) and covers every leaf.
+
+    >>> h = Hierarchy.from_mapping({"Prof": {"Eng": None, "Doc": None}, "Svc": ["Cook"]})
+    >>> h.leaves
+    ('Eng', 'Doc', 'Cook')
+    >>> h.interval("Prof"), h.interval("Cook"), h.interval("*")
+    ((0, 1), (2, 2), (0, 2))
+    """
+
+    children: Mapping[str, tuple[str, ...]]
+    root: str = "*"
+    leaves: tuple[str, ...] = field(init=False)
+    intervals: Mapping[str, Interval] = field(init=False)
+
+    def __post_init__(self) -> None:
+        leaves: list[str] = []
+        intervals: dict[str, Interval] = {}
+
+        def visit(node: str, depth: int) -> None:
+            if depth > 64:
+                raise SchemaError(f"hierarchy deeper than 64 levels at {node!r} (a cycle?)")
+            kids = self.children.get(node, ())
+            start = len(leaves)
+            if not kids:
+                leaves.append(node)
+            for kid in kids:
+                visit(kid, depth + 1)
+            intervals[node] = (start, len(leaves) - 1)
+
+        visit(self.root, 0)
+        object.__setattr__(self, "leaves", tuple(leaves))
+        object.__setattr__(self, "intervals", intervals)
+
+    @classmethod
+    def from_mapping(cls, tree: Mapping[str, Any], root: str = "*") -> Hierarchy:
+        """Build from a nested mapping ``{node: {child: ...} | [leaf, ...] | None}``."""
+        children: dict[str, tuple[str, ...]] = {}
+        seen: set[str] = {root}
+
+        def add(parent: str, sub: Any) -> None:
+            if sub is None:
+                return
+            if isinstance(sub, Mapping):
+                names = [str(k) for k in sub]
+                items: list[tuple[str, Any]] = [(str(k), v) for k, v in sub.items()]
+            elif isinstance(sub, Sequence) and not isinstance(sub, str):
+                names = [str(k) for k in sub]
+                items = [(n, None) for n in names]
+            else:
+                raise SchemaError(
+                    f"hierarchy node {parent!r}: children must be a mapping, a list or null, "
+                    f"got {sub!r}"
+                )
+            if not names:
+                raise SchemaError(f"hierarchy node {parent!r} has an empty set of children")
+            for name in names:
+                if name in seen:
+                    raise SchemaError(f"hierarchy node {name!r} appears twice; names must be unique")
+                seen.add(name)
+            children[parent] = tuple(names)
+            for name, value in items:
+                add(name, value)
+
+        add(root, tree)
+        return cls(children=children, root=root)
+
+    def to_mapping(self, node: str | None = None) -> Any:
+        node = self.root if node is None else node
+        kids = self.children.get(node, ())
+        if not kids:
+            return None
+        return {kid: self.to_mapping(kid) for kid in kids}
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        """Every node, root first, in depth-first order."""
+        return tuple(self._preorder())
+
+    def _preorder(self) -> Iterable[str]:
+        stack = [self.root]
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(reversed(self.children.get(node, ())))
+
+    def interval(self, node: str) -> Interval:
+        try:
+            return self.intervals[node]
+        except KeyError:
+            raise QueryError(f"hierarchy has no node {node!r}") from None
+
+    @property
+    def height(self) -> int:
+        """Number of levels (a root with leaf children has height 2)."""
+
+        def h(node: str) -> int:
+            kids = self.children.get(node, ())
+            return 1 + max((h(k) for k in kids), default=0)
+
+        return h(self.root)
+
+
+@dataclass(frozen=True)
+class Ordinal:
+    """A numeric column cut into bins ``[edges[i], edges[i+1])``.
+
+    Built either from ``range: [lo, hi]`` and ``width: w`` (bins of width w starting at lo; the
+    domain is lo <= v <= hi, so the last bin holds hi) or from explicit ``edges`` (the domain is
+    edges[0] <= v < edges[-1]).
+    """
+
+    name: str
+    edges: tuple[float, ...]
+    high: float
+    high_inclusive: bool
+    column: str = ""
+    width: float | None = None
+
+    def __post_init__(self) -> None:
+        if not self.column:
+            object.__setattr__(self, "column", self.name)
+        if len(self.edges) < 2:
+            raise SchemaError(f"attribute {self.name!r}: needs at least one bin (two edges)")
+        for a, b in zip(self.edges, self.edges[1:], strict=False):
+            if not b > a:
+                raise SchemaError(
+                    f"attribute {self.name!r}: empty bin [{a}, {b}); edges must strictly increase"
+                )
+
+    @classmethod
+    def from_range(cls, name: str, lo: float, hi: float, width: float, column: str = "") -> Ordinal:
+        if not width > 0:
+            raise SchemaError(f"attribute {name!r}: width must be positive, got {width}")
+        if not hi >= lo:
+            raise SchemaError(f"attribute {name!r}: range [{lo}, {hi}] is empty (hi < lo)")
+        bins = math.floor((hi - lo) / width) + 1
+        edges = tuple(lo + i * width for i in range(bins + 1))
+        return cls(name, edges, high=hi, high_inclusive=True, column=column, width=width)
+
+    @classmethod
+    def from_edges(cls, name: str, edges: Sequence[float], column: str = "") -> Ordinal:
+        edges_t = tuple(float(e) for e in edges)
+        if len(edges_t) >= 2 and edges_t[-1] <= edges_t[0]:
+            raise SchemaError(f"attribute {name!r}: edges must strictly increase, got {list(edges)}")
+        return cls(name, edges_t, high=edges_t[-1] if edges_t else 0.0, high_inclusive=False, column=column)
+
+    @property
+    def low(self) -> float:
+        return self.edges[0]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (len(self.edges) - 1,)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return (self.column,)
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        def fmt(x: float) -> str:
+            return str(int(x)) if float(x).is_integer() else repr(x)
+
+        if self.width is not None and all(float(e).is_integer() for e in self.edges) and self.width == 1:
+            return tuple(fmt(e) for e in self.edges[:-1])
+        return tuple(f"[{fmt(a)}, {fmt(b)})" for a, b in zip(self.edges, self.edges[1:], strict=False))
+
+    def constraint(self, value: Any) -> tuple[Interval, ...]:
+        return (_interval(value, self.shape[0], self.name),)
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"name": self.name, "kind": "ordinal"}
+        if self.width is not None:
+            d.update(range=[self.low, self.high], width=self.width)
+        else:
+            d["edges"] = list(self.edges)
+        if self.column != self.name:
+            d["column"] = self.column
+        return d
+
+
+@dataclass(frozen=True)
+class Nominal:
+    """Categories, optionally the leaves of a hierarchy (then ordered depth-first)."""
+
+    name: str
+    categories: tuple[str, ...]
+    hierarchy: Hierarchy | None = None
+    column: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.column:
+            object.__setattr__(self, "column", self.name)
+        if not self.categories:
+            raise SchemaError(f"attribute {self.name!r}: needs at least one category")
+        _name_list(self.categories, "category", self.name)
+
+    @classmethod
+    def build(
+        cls,
+        name: str,
+        categories: Sequence[Any] | None = None,
+        hierarchy: Mapping[str, Any] | Hierarchy | None = None,
+        column: str = "",
+    ) -> Nominal:
+        tree = None
+        if hierarchy is not None:
+            tree = hierarchy if isinstance(hierarchy, Hierarchy) else Hierarchy.from_mapping(hierarchy)
+        if categories is None:
+            if tree is None:
+                raise SchemaError(f"attribute {name!r}: a nominal attribute needs categories or a hierarchy")
+            return cls(name, tree.leaves, tree, column)
+        cats = _name_list(categories, "category", name)
+        if tree is not None:
+            missing = sorted(set(cats) - set(tree.leaves))
+            extra = sorted(set(tree.leaves) - set(cats))
+            if missing or extra:
+                raise SchemaError(
+                    f"attribute {name!r}: hierarchy leaves do not match the categories "
+                    f"(categories not leaves: {missing}; leaves not categories: {extra})"
+                )
+            cats = tree.leaves
+        return cls(name, cats, tree, column)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (len(self.categories),)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return (self.column,)
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return self.categories
+
+    def index(self, category: Any) -> int:
+        try:
+            return self.categories.index(str(category))
+        except ValueError:
+            raise QueryError(
+                f"attribute {self.name!r} has no category {category!r} "
+                f"(categories: {', '.join(self.categories[:10])}{', ...' if len(self.categories) > 10 else ''})"
+            ) from None
+
+    def constraint(self, value: Any) -> tuple[Interval, ...]:
+        if isinstance(value, str | int) and not isinstance(value, bool):
+            key = str(value)
+            if key in self.categories:
+                i = self.categories.index(key)
+                return ((i, i),)
+            if self.hierarchy is not None and key in self.hierarchy.intervals:
+                return (self.hierarchy.interval(key),)
+            self.index(value)
+        return (_interval(value, self.shape[0], self.name),)
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"name": self.name, "kind": "nominal"}
+        if self.hierarchy is not None:
+            d["hierarchy"] = self.hierarchy.to_mapping()
+            if self.hierarchy.root != "*":
+                d["root"] = self.hierarchy.root
+        else:
+            d["categories"] = list(self.categories)
+        if self.column != self.name:
+            d["column"] = self.column
+        return d
+
+
+@dataclass(frozen=True)
+class Spatial:
+    """A (latitude, longitude) pair on a rows x cols grid over ``bbox = (lat_min, lon_min, lat_max, lon_max)``.
+
+    Row i holds latitudes in ``[lat_min + i*h, lat_min + (i+1)*h)`` with ``h = (lat_max-lat_min)/rows``
+    (the last row also holds ``lat_max``); columns likewise for longitude.
+    """
+
+    name: str
+    columns: tuple[str, str]
+    bbox: tuple[float, float, float, float]
+    resolution: tuple[int, int]
+
+    def __post_init__(self) -> None:
+        if len(self.columns) != 2:
+            raise SchemaError(f"attribute {self.name!r}: a spatial attribute needs two columns [lat, lon]")
+        lat0, lon0, lat1, lon1 = self.bbox
+        if not (lat1 > lat0 and lon1 > lon0):
+            raise SchemaError(
+                f"attribute {self.name!r}: bbox {list(self.bbox)} must be [lat_min, lon_min, lat_max, lon_max] "
+                "with min < max"
+            )
+        if len(self.resolution) != 2 or min(self.resolution) < 1:
+            raise SchemaError(f"attribute {self.name!r}: resolution must be two positive integers")
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (int(self.resolution[0]), int(self.resolution[1]))
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return ()
+
+    def constraint(self, value: Any) -> tuple[Interval, ...]:
+        if not isinstance(value, Sequence) or len(value) != 2:
+            raise QueryError(
+                f"attribute {self.name!r}: expected a rectangle [[row_lo, row_hi], [col_lo, col_hi]], got {value!r}"
+            )
+        return (
+            _interval(value[0], self.shape[0], self.name, "rows"),
+            _interval(value[1], self.shape[1], self.name, "columns"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": "spatial",
+            "columns": list(self.columns),
+            "bbox": list(self.bbox),
+            "resolution": list(self.resolution),
+        }
+
+
+Attribute: TypeAlias = Ordinal | Nominal | Spatial
+
+
+def _attribute_from_dict(d: Mapping[str, Any]) -> Attribute:
+    if not isinstance(d, Mapping) or "name" not in d:
+        raise SchemaError(f"each attribute needs a 'name'; got {d!r}")
+    name = str(d["name"])
+    kind = d.get("kind")
+    column = str(d.get("column", ""))
+    if kind == "ordinal":
+        if "edges" in d:
+            return Ordinal.from_edges(name, [float(e) for e in d["edges"]], column)
+        if "range" in d and "width" in d:
+            lo, hi = d["range"]
+            return Ordinal.from_range(name, float(lo), float(hi), float(d["width"]), column)
+        raise SchemaError(f"attribute {name!r}: an ordinal attribute needs 'edges' or 'range' with 'width'")
+    if kind == "nominal":
+        hierarchy = d.get("hierarchy")
+        tree = Hierarchy.from_mapping(hierarchy, str(d.get("root", "*"))) if hierarchy is not None else None
+        return Nominal.build(name, d.get("categories"), tree, column)
+    if kind == "spatial":
+        for key in ("columns", "bbox", "resolution"):
+            if key not in d:
+                raise SchemaError(f"attribute {name!r}: a spatial attribute needs {key!r}")
+        res = d["resolution"]
+        res = [res, res] if isinstance(res, int) else res
+        return Spatial(
+            name,
+            (str(d["columns"][0]), str(d["columns"][1])),
+            tuple(float(x) for x in d["bbox"]),  # type: ignore[arg-type]
+            (int(res[0]), int(res[1])),
+        )
+    raise SchemaError(f"attribute {name!r}: unknown kind {kind!r}; use ordinal, nominal or spatial")
+
+
+@dataclass(frozen=True)
+class Schema:
+    """An ordered tuple of attributes; the domain is their product."""
+
+    attributes: tuple[Attribute, ...]
+
+    def __post_init__(self) -> None:
+        if not self.attributes:
+            raise SchemaError("a schema needs at least one attribute")
+        _name_list((a.name for a in self.attributes), "attribute name", "schema")
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Schema:
+        """Build from ``{"attributes": [...]}`` (the YAML/JSON layout of the README)."""
+        if not isinstance(d, Mapping) or not isinstance(d.get("attributes"), list):
+            raise SchemaError("a schema is a mapping with a list under 'attributes'")
+        return cls(tuple(_attribute_from_dict(a) for a in d["attributes"]))
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> Schema:
+        """Read a YAML or JSON schema file."""
+        p = Path(path)
+        try:
+            text = p.read_text()
+        except OSError as exc:
+            raise SchemaError(f"cannot read schema file {str(p)!r}: {exc.strerror}") from None
+        try:
+            data = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
+        except (json.JSONDecodeError, yaml.YAMLError) as exc:
+            raise SchemaError(f"schema file {str(p)!r} is not valid {p.suffix.lstrip('.') or 'YAML'}: {exc}") from None
+        return cls.from_dict(data)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"attributes": [a.to_dict() for a in self.attributes]}
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.attributes)
+
+    def __getitem__(self, name: str) -> Attribute:
+        for a in self.attributes:
+            if a.name == name:
+                return a
+        raise QueryError(f"unknown attribute {name!r}; the schema has {', '.join(self.names)}")
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Shape of the frequency matrix (a spatial attribute contributes two axes)."""
+        return tuple(n for a in self.attributes for n in a.shape)
+
+    @property
+    def size(self) -> int:
+        """Number of cells of the domain (an exact Python int, never overflows)."""
+        return math.prod(self.shape)
+
+    @property
+    def axes(self) -> tuple[tuple[str, int], ...]:
+        """(attribute name, axis index) for every axis of the frequency matrix."""
+        out: list[tuple[str, int]] = []
+        for a in self.attributes:
+            out.extend((a.name, i) for i in range(len(a.shape)))
+        return tuple(out)
+
+    def axis_slice(self, name: str) -> slice:
+        """The axes of the frequency matrix that belong to attribute ``name``."""
+        start = 0
+        for a in self.attributes:
+            if a.name == name:
+                return slice(start, start + len(a.shape))
+            start += len(a.shape)
+        raise QueryError(f"unknown attribute {name!r}; the schema has {', '.join(self.names)}")
+
+    def check_materialisable(self, max_cells: int = DEFAULT_MAX_CELLS) -> None:
+        if self.size > max_cells:
+            dims = " x ".join(str(n) for n in self.shape)
+            raise DomainTooLargeError(
+                f"the domain has {self.size:,} cells ({dims}), more than the {max_cells:,} that may be "
+                "materialised; use coarser bins, fewer attributes, or raise max_cells"
+            )
+
+    def box(self, query: Mapping[str, Any]) -> Box:
+        """Turn a query dict into one inclusive index interval per axis."""
+        if not isinstance(query, Mapping):
+            raise QueryError(f"a query is a mapping from attribute name to constraint, got {query!r}")
+        unknown = [k for k in query if k not in self.names]
+        if unknown:
+            raise QueryError(f"unknown attribute {unknown[0]!r} in query; the schema has {', '.join(self.names)}")
+        out: list[Interval] = []
+        for a in self.attributes:
+            if a.name in query:
+                out.extend(a.constraint(query[a.name]))
+            else:
+                out.extend((0, n - 1) for n in a.shape)
+        return tuple(out)

@@ -1,0 +1,236 @@
+"""The conformance suite every registered mechanism must pass (as scikit-learn's estimator checks).
+
+A mechanism opts in with a classmethod ``conformance_cases()`` returning :class:`Case` objects:
+a tiny schema, a way to build the mechanism for a neighbour notion, and the queries whose exact
+answers a noiseless release must reproduce. ``tests/conformance/test_conformance.py`` runs every
+check below on every case of every mechanism in :data:`dpcube.registry.MECHANISMS`.
+
+The checks:
+
+- :func:`check_sensitivity`: each declared sensitivity equals (or, for claims marked not tight,
+  bounds) the largest change of the measurement over all neighbouring inputs, found by brute force:
+  every single-record addition/removal (``add_remove``) or every move of one record between two
+  cells (``replace``), from several base histograms;
+- :func:`check_budget_charged_once`: one release is one ledger charge of exactly (epsilon, delta);
+  a release that does not fit is refused before noise and charges nothing;
+- :func:`check_noiseless_exact`: with :data:`dpcube.privacy.NO_NOISE`, answers equal the truth;
+- :func:`check_shapes`: released cells have the schema's shape;
+- :func:`check_seed_determinism`: the same seed gives the same release, another seed another;
+- :func:`check_save_load`: a saved release loads with the same answers and variances.
+"""
+
+from __future__ import annotations
+
+import itertools
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dpcube.errors import BudgetError
+from dpcube.histogram import Histogram
+from dpcube.privacy.ledger import BudgetLedger
+from dpcube.privacy.neighbours import Neighbour
+from dpcube.privacy.random import NO_NOISE
+from dpcube.release.base import Release, load_release
+from dpcube.release.cells import box_sums, prefix_sums
+from dpcube.schema import Schema
+
+
+@dataclass
+class Case:
+    """One configuration of a mechanism on a tiny domain."""
+
+    id: str
+    schema: Schema
+    #: Build the mechanism under test for a neighbour notion.
+    make: Callable[[str], Any]
+    #: Queries whose noiseless answers must equal the true answers.
+    queries: Sequence[Mapping[str, Any]] = ()
+    #: Input for ``release`` built from a histogram (default: the histogram itself).
+    prepare: Callable[[Histogram], Any] = field(default=lambda h: h)
+    #: True answers of the queries (default: box sums of the histogram).
+    truth: Callable[[Histogram, Sequence[Mapping[str, Any]]], NDArray[np.float64]] | None = None
+    #: Neighbour notions to check (default: those the mechanism declares).
+    neighbours: Sequence[str] | None = None
+    #: Tolerance of noiseless answers (post-processing such as least squares is inexact in float).
+    atol: float = 1e-6
+
+
+def tiny_histograms(schema: Schema, seed: int = 0) -> list[Histogram]:
+    """Base histograms for brute force: all zeros, all ones, and a random one."""
+    rng = np.random.default_rng(seed)
+    shape = schema.shape
+    return [
+        Histogram(schema, np.zeros(shape, dtype=np.int64)),
+        Histogram(schema, np.ones(shape, dtype=np.int64)),
+        Histogram(schema, rng.integers(0, 5, size=shape)),
+    ]
+
+
+def neighbouring_pairs(counts: NDArray[np.int64], neighbour: str) -> list[NDArray[np.int64]]:
+    """Every histogram adjacent to ``counts`` under the neighbour notion."""
+    flat = counts.ravel()
+    out: list[NDArray[np.int64]] = []
+    if Neighbour(neighbour) is Neighbour.ADD_REMOVE:
+        for i in range(flat.size):
+            plus = flat.copy()
+            plus[i] += 1
+            out.append(plus.reshape(counts.shape))
+            if flat[i] > 0:
+                minus = flat.copy()
+                minus[i] -= 1
+                out.append(minus.reshape(counts.shape))
+    else:
+        for i, j in itertools.permutations(range(flat.size), 2):
+            if flat[i] > 0:
+                moved = flat.copy()
+                moved[i] -= 1
+                moved[j] += 1
+                out.append(moved.reshape(counts.shape))
+    return out
+
+
+def brute_force_sensitivity(
+    function: Callable[[NDArray[np.int64]], NDArray[np.float64]],
+    bases: Sequence[NDArray[np.int64]],
+    neighbour: str,
+    norm: str,
+) -> float:
+    """Largest ``||f(x) - f(x')||`` over the given bases and all their neighbours."""
+    order = 1 if norm == "l1" else 2
+    worst = 0.0
+    for x in bases:
+        fx = np.asarray(function(x), dtype=np.float64)
+        for y in neighbouring_pairs(x, neighbour):
+            diff = np.asarray(function(y), dtype=np.float64) - fx
+            worst = max(worst, float(np.linalg.norm(diff.ravel(), ord=order)))
+    return worst
+
+
+def _neighbours(case: Case) -> list[str]:
+    if case.neighbours is not None:
+        return list(case.neighbours)
+    mech = case.make("add_remove") if _supports(case, "add_remove") else case.make("replace")
+    return [n.value for n in type(mech).neighbours]
+
+
+def _supports(case: Case, neighbour: str) -> bool:
+    try:
+        case.make(neighbour)
+    except BudgetError:
+        return False
+    return True
+
+
+def _truth(case: Case, hist: Histogram) -> NDArray[np.float64]:
+    if case.truth is not None:
+        return np.asarray(case.truth(hist, case.queries), dtype=np.float64)
+    boxes = np.array([case.schema.box(q) for q in case.queries], dtype=np.int64).reshape(len(case.queries), -1, 2)
+    return box_sums(prefix_sums(hist.counts), boxes).astype(np.float64)
+
+
+def check_sensitivity(case: Case) -> None:
+    for neighbour in _neighbours(case):
+        mech = case.make(neighbour)
+        bases = [h.counts for h in tiny_histograms(case.schema)]
+        for claim in mech.sensitivity_claims(case.schema):
+            found = brute_force_sensitivity(claim.function, bases, neighbour, claim.norm)
+            assert found <= claim.declared * (1 + 1e-9) + 1e-12, (
+                f"{case.id} [{neighbour}] {claim.name}: brute-force {claim.norm} sensitivity {found} "
+                f"exceeds the declared {claim.declared}"
+            )
+            if claim.tight:
+                assert found >= claim.declared * (1 - 1e-9) - 1e-12, (
+                    f"{case.id} [{neighbour}] {claim.name}: declared {claim.declared} but brute force "
+                    f"finds only {found}; the noise is larger than needed (or mark the claim not tight)"
+                )
+
+
+def check_budget_charged_once(case: Case) -> None:
+    mech = case.make(_neighbours(case)[0])
+    hist = tiny_histograms(case.schema)[2]
+    with tempfile.TemporaryDirectory() as tmp:
+        ledger = BudgetLedger(Path(tmp) / "data.ledger")
+        ledger.set_total(mech.epsilon * 1.5, (mech.delta or 0.0) * 1.5)
+        mech.release(case.prepare(hist), random_state=1, ledger=ledger)
+        charges = ledger.charges()
+        assert len(charges) == 1, f"{case.id}: one release made {len(charges)} ledger charges"
+        assert charges[0].epsilon == mech.epsilon
+        assert charges[0].delta == (mech.delta or 0.0)
+        try:
+            mech.release(case.prepare(hist), random_state=2, ledger=ledger)
+        except BudgetError:
+            pass
+        else:
+            raise AssertionError(f"{case.id}: a release beyond the total budget was not refused")
+        assert len(ledger.charges()) == 1, f"{case.id}: a refused release was charged"
+
+
+def check_noiseless_exact(case: Case) -> None:
+    for neighbour in _neighbours(case):
+        mech = case.make(neighbour)
+        for hist in tiny_histograms(case.schema)[1:]:
+            release = mech.release(case.prepare(hist), random_state=NO_NOISE)
+            assert not release.metadata.for_publication
+            if case.queries:
+                got = release.answer_many(case.queries)
+                want = _truth(case, hist)
+                np.testing.assert_allclose(got, want, atol=case.atol, err_msg=f"{case.id} [{neighbour}]")
+
+
+def check_shapes(case: Case) -> None:
+    mech = case.make(_neighbours(case)[0])
+    release = mech.release(case.prepare(tiny_histograms(case.schema)[2]), random_state=3)
+    counts = getattr(release, "counts", None)
+    if counts is not None:
+        assert tuple(np.shape(counts)) == case.schema.shape, f"{case.id}: counts shape {np.shape(counts)}"
+    if case.queries:
+        assert release.answer_many(case.queries).shape == (len(case.queries),)
+        variances = release.variance_many(case.queries)
+        assert variances.shape == (len(case.queries),)
+        known = variances[~np.isnan(variances)]
+        assert np.all(known >= 0) and np.all(np.isfinite(known)), f"{case.id}: bad variances {variances}"
+
+
+def check_seed_determinism(case: Case) -> None:
+    mech = case.make(_neighbours(case)[0])
+    hist = tiny_histograms(case.schema)[2]
+    a = mech.release(case.prepare(hist), random_state=42)
+    b = mech.release(case.prepare(hist), random_state=42)
+    c = mech.release(case.prepare(hist), random_state=43)
+    assert a.metadata.seeded and not a.metadata.for_publication
+    queries = case.queries or [{}]
+    np.testing.assert_array_equal(a.answer_many(queries), b.answer_many(queries))
+    if case.queries:
+        assert not np.array_equal(a.answer_many(queries), c.answer_many(queries)), (
+            f"{case.id}: seeds 42 and 43 gave identical answers"
+        )
+
+
+def check_save_load(case: Case) -> None:
+    mech = case.make(_neighbours(case)[0])
+    release: Release = mech.release(case.prepare(tiny_histograms(case.schema)[2]), random_state=5)
+    with tempfile.TemporaryDirectory() as tmp:
+        release.save(Path(tmp) / "r")
+        loaded = load_release(Path(tmp) / "r")
+    assert loaded.metadata.release_id == release.metadata.release_id
+    if case.queries:
+        np.testing.assert_allclose(loaded.answer_many(case.queries), release.answer_many(case.queries))
+        np.testing.assert_allclose(
+            loaded.variance_many(case.queries), release.variance_many(case.queries), equal_nan=True
+        )
+
+
+CHECKS: dict[str, Callable[[Case], None]] = {
+    "sensitivity": check_sensitivity,
+    "budget_charged_once": check_budget_charged_once,
+    "noiseless_exact": check_noiseless_exact,
+    "shapes": check_shapes,
+    "seed_determinism": check_seed_determinism,
+    "save_load": check_save_load,
+}
