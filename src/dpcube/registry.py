@@ -27,6 +27,10 @@ VARIANCE_MODELS: dict[str, str] = {
 #: ``dpcube bench NAME`` -> a function ``main(argv: list[str]) -> int``.
 BENCHMARKS: dict[str, str] = {}
 
+#: Extra ``dpcube`` sub-commands -> a function ``register(subparsers)`` that adds the sub-command
+#: and sets ``func`` (``handler(args) -> int``) as its default.
+COMMANDS: dict[str, str] = {}
+
 
 def resolve(table: dict[str, str], name: str, what: str) -> Any:
     """Import and return the object registered under ``name``."""

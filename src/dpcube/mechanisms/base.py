@@ -16,6 +16,7 @@ Each mechanism declares, as code rather than a comment (as in OpenDP):
 
 from __future__ import annotations
 
+import argparse
 import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -76,6 +77,26 @@ class Mechanism(ABC):
     def conformance_cases(cls) -> list[Any]:
         """Tiny-domain cases for :mod:`dpcube.testing.conformance` (every mechanism must give some)."""
         raise NotImplementedError(f"{cls.__name__} declares no conformance cases")
+
+    # -- command line (``dpcube release --mechanism NAME``) -------------------------------------
+    @classmethod
+    def add_cli_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        """Add this mechanism's own flags to ``dpcube release`` (names must not clash)."""
+
+    @classmethod
+    def from_cli(cls, args: argparse.Namespace, params: dict[str, Any]) -> Mechanism:
+        """Build the mechanism from ``dpcube release`` arguments and ``--param key=value`` pairs."""
+        return cls(epsilon=args.epsilon, delta=args.delta, neighbour=args.neighbour, **params)
+
+    @classmethod
+    def cli_data(cls, args: argparse.Namespace, schema: Schema | None) -> Any:
+        """The input of :meth:`release` from ``dpcube release`` arguments (a histogram by default)."""
+        from dpcube.errors import SchemaError
+        from dpcube.histogram import histogram
+
+        if schema is None:
+            raise SchemaError(f"--mechanism {cls.name} needs --schema")
+        return histogram(args.data, schema, on_out_of_domain=args.on_out_of_domain)
 
     # -- scikit-learn style parameters ---------------------------------------------------------
     def get_params(self) -> dict[str, Any]:

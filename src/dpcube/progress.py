@@ -1,0 +1,60 @@
+"""Progress reporting for long steps (rich), silent unless enabled.
+
+The CLI enables progress when stderr is a terminal; library calls stay quiet by default.
+
+>>> with step("counting"):
+...     pass
+>>> list(track(range(3), "looping"))
+[0, 1, 2]
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TypeVar
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+T = TypeVar("T")
+
+_enabled = False
+_console = Console(stderr=True)
+
+
+def enable(on: bool | None = None) -> None:
+    """Turn progress display on (default: when stderr is a terminal)."""
+    global _enabled
+    _enabled = sys.stderr.isatty() if on is None else on
+
+
+def enabled() -> bool:
+    return _enabled
+
+
+@contextmanager
+def step(description: str) -> Iterator[None]:
+    """A spinner with elapsed time around a step of unknown length."""
+    if not _enabled:
+        yield
+        return
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=_console, transient=True) as p:
+        p.add_task(description, total=None)
+        yield
+
+
+def track(items: Iterable[T], description: str, total: int | None = None) -> Iterator[T]:
+    """Iterate with a progress bar (when enabled)."""
+    if not _enabled:
+        yield from items
+        return
+    if total is None and isinstance(items, Sequence):
+        total = len(items)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=_console, transient=True) as p:
+        task = p.add_task(description, total=total)
+        for item in items:
+            yield item
+            p.advance(task)
