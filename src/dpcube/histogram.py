@@ -26,10 +26,14 @@ class Histogram:
     counts: NDArray[np.int64]
     report: dict[str, Any] = field(default_factory=dict)
 
-    def __init__(self, schema: Schema, counts: ArrayLike, report: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, schema: Schema, counts: ArrayLike, report: dict[str, Any] | None = None
+    ) -> None:
         arr = np.asarray(counts)
         if arr.shape != schema.shape:
-            raise SchemaError(f"counts of shape {arr.shape} do not match the schema's shape {schema.shape}")
+            raise SchemaError(
+                f"counts of shape {arr.shape} do not match the schema's shape {schema.shape}"
+            )
         if not np.issubdtype(arr.dtype, np.integer):
             if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
                 raise DataError("histogram counts must be whole numbers")
@@ -60,7 +64,9 @@ def histogram(
     in the engine (DuckDB by default); rows never become Python objects.
     """
     if on_out_of_domain not in POLICIES:
-        raise DataError(f"on_out_of_domain must be one of {', '.join(POLICIES)}, got {on_out_of_domain!r}")
+        raise DataError(
+            f"on_out_of_domain must be one of {', '.join(POLICIES)}, got {on_out_of_domain!r}"
+        )
     schema.check_materialisable(max_cells)
     counts, report = get_engine(engine).histogram(source, schema, on_out_of_domain=on_out_of_domain)
     return Histogram(schema, counts, report)

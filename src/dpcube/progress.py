@@ -16,7 +16,14 @@ from contextlib import contextmanager
 from typing import TypeVar
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 T = TypeVar("T")
 
@@ -40,7 +47,13 @@ def step(description: str) -> Iterator[None]:
     if not _enabled:
         yield
         return
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=_console, transient=True) as p:
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=_console,
+        transient=True,
+    ) as p:
         p.add_task(description, total=None)
         yield
 
@@ -52,7 +65,12 @@ def track(items: Iterable[T], description: str, total: int | None = None) -> Ite
         return
     if total is None and isinstance(items, Sequence):
         total = len(items)
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
     with Progress(*columns, console=_console, transient=True) as p:
         task = p.add_task(description, total=total)
         for item in items:

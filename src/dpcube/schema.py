@@ -48,7 +48,9 @@ def _name_list(values: Iterable[Any], what: str, attribute: str) -> tuple[str, .
     seen: set[str] = set()
     for name in names:
         if name in seen:
-            raise SchemaError(f"attribute {attribute!r}: duplicate {what} {name!r}; names must be unique")
+            raise SchemaError(
+                f"attribute {attribute!r}: duplicate {what} {name!r}; names must be unique"
+            )
         seen.add(name)
     return names
 
@@ -130,7 +132,9 @@ class Hierarchy:
                 raise SchemaError(f"hierarchy node {parent!r} has an empty set of children")
             for name in names:
                 if name in seen:
-                    raise SchemaError(f"hierarchy node {name!r} appears twice; names must be unique")
+                    raise SchemaError(
+                        f"hierarchy node {name!r} appears twice; names must be unique"
+                    )
                 seen.add(name)
             children[parent] = tuple(names)
             for name, value in items:
@@ -216,8 +220,12 @@ class Ordinal:
     def from_edges(cls, name: str, edges: Sequence[float], column: str = "") -> Ordinal:
         edges_t = tuple(float(e) for e in edges)
         if len(edges_t) >= 2 and edges_t[-1] <= edges_t[0]:
-            raise SchemaError(f"attribute {name!r}: edges must strictly increase, got {list(edges)}")
-        return cls(name, edges_t, high=edges_t[-1] if edges_t else 0.0, high_inclusive=False, column=column)
+            raise SchemaError(
+                f"attribute {name!r}: edges must strictly increase, got {list(edges)}"
+            )
+        return cls(
+            name, edges_t, high=edges_t[-1] if edges_t else 0.0, high_inclusive=False, column=column
+        )
 
     @property
     def low(self) -> float:
@@ -236,9 +244,15 @@ class Ordinal:
         def fmt(x: float) -> str:
             return str(int(x)) if float(x).is_integer() else repr(x)
 
-        if self.width is not None and all(float(e).is_integer() for e in self.edges) and self.width == 1:
+        if (
+            self.width is not None
+            and all(float(e).is_integer() for e in self.edges)
+            and self.width == 1
+        ):
             return tuple(fmt(e) for e in self.edges[:-1])
-        return tuple(f"[{fmt(a)}, {fmt(b)})" for a, b in zip(self.edges, self.edges[1:], strict=False))
+        return tuple(
+            f"[{fmt(a)}, {fmt(b)})" for a, b in zip(self.edges, self.edges[1:], strict=False)
+        )
 
     def constraint(self, value: Any) -> tuple[Interval, ...]:
         return (_interval(value, self.shape[0], self.name),)
@@ -280,10 +294,14 @@ class Nominal:
     ) -> Nominal:
         tree = None
         if hierarchy is not None:
-            tree = hierarchy if isinstance(hierarchy, Hierarchy) else Hierarchy.from_mapping(hierarchy)
+            tree = (
+                hierarchy if isinstance(hierarchy, Hierarchy) else Hierarchy.from_mapping(hierarchy)
+            )
         if categories is None:
             if tree is None:
-                raise SchemaError(f"attribute {name!r}: a nominal attribute needs categories or a hierarchy")
+                raise SchemaError(
+                    f"attribute {name!r}: a nominal attribute needs categories or a hierarchy"
+                )
             return cls(name, tree.leaves, tree, column)
         cats = _name_list(categories, "category", name)
         if tree is not None:
@@ -357,7 +375,9 @@ class Spatial:
 
     def __post_init__(self) -> None:
         if len(self.columns) != 2:
-            raise SchemaError(f"attribute {self.name!r}: a spatial attribute needs two columns [lat, lon]")
+            raise SchemaError(
+                f"attribute {self.name!r}: a spatial attribute needs two columns [lat, lon]"
+            )
         lat0, lon0, lat1, lon1 = self.bbox
         if not (lat1 > lat0 and lon1 > lon0):
             raise SchemaError(
@@ -410,10 +430,16 @@ def _attribute_from_dict(d: Mapping[str, Any]) -> Attribute:
         if "range" in d and "width" in d:
             lo, hi = d["range"]
             return Ordinal.from_range(name, float(lo), float(hi), float(d["width"]), column)
-        raise SchemaError(f"attribute {name!r}: an ordinal attribute needs 'edges' or 'range' with 'width'")
+        raise SchemaError(
+            f"attribute {name!r}: an ordinal attribute needs 'edges' or 'range' with 'width'"
+        )
     if kind == "nominal":
         hierarchy = d.get("hierarchy")
-        tree = Hierarchy.from_mapping(hierarchy, str(d.get("root", "*"))) if hierarchy is not None else None
+        tree = (
+            Hierarchy.from_mapping(hierarchy, str(d.get("root", "*")))
+            if hierarchy is not None
+            else None
+        )
         return Nominal.build(name, d.get("categories"), tree, column)
     if kind == "spatial":
         for key in ("columns", "bbox", "resolution"):
@@ -459,7 +485,9 @@ class Schema:
         try:
             data = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
         except (json.JSONDecodeError, yaml.YAMLError) as exc:
-            raise SchemaError(f"schema file {str(p)!r} is not valid {p.suffix.lstrip('.') or 'YAML'}: {exc}") from None
+            raise SchemaError(
+                f"schema file {str(p)!r} is not valid {p.suffix.lstrip('.') or 'YAML'}: {exc}"
+            ) from None
         return cls.from_dict(data)
 
     def to_dict(self) -> dict[str, Any]:
@@ -513,10 +541,14 @@ class Schema:
     def box(self, query: Mapping[str, Any]) -> Box:
         """Turn a query dict into one inclusive index interval per axis."""
         if not isinstance(query, Mapping):
-            raise QueryError(f"a query is a mapping from attribute name to constraint, got {query!r}")
+            raise QueryError(
+                f"a query is a mapping from attribute name to constraint, got {query!r}"
+            )
         unknown = [k for k in query if k not in self.names]
         if unknown:
-            raise QueryError(f"unknown attribute {unknown[0]!r} in query; the schema has {', '.join(self.names)}")
+            raise QueryError(
+                f"unknown attribute {unknown[0]!r} in query; the schema has {', '.join(self.names)}"
+            )
         out: list[Interval] = []
         for a in self.attributes:
             if a.name in query:

@@ -7,7 +7,10 @@ import pytest
 from dpcube import registry
 from dpcube.testing.conformance import CHECKS, Case
 
-MECHANISMS = {name: registry.resolve(registry.MECHANISMS, name, "mechanism") for name in sorted(registry.MECHANISMS)}
+MECHANISMS = {
+    name: registry.resolve(registry.MECHANISMS, name, "mechanism")
+    for name in sorted(registry.MECHANISMS)
+}
 CASES: list[Case] = [case for cls in MECHANISMS.values() for case in cls.conformance_cases()]
 
 

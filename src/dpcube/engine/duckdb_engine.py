@@ -71,7 +71,9 @@ class SourceView:
 
     def sql(self, query: str) -> duckdb.DuckDBPyRelation:
         """Run ``query`` in which the data is the table ``src``."""
-        return self.relation.query("src", query)
+        result = self.relation.query("src", query)
+        assert result is not None, "a SELECT always yields a relation"
+        return result
 
     @property
     def columns(self) -> dict[str, str]:
@@ -147,11 +149,17 @@ def axis_expressions(schema: Schema, columns: dict[str, str]) -> list[str]:
         if isinstance(attr, Ordinal):
             c = quote_ident(attr.column)
             n = attr.shape[0]
-            upper = f"{c} <= {_number(attr.high)}" if attr.high_inclusive else f"{c} < {_number(attr.high)}"
+            upper = (
+                f"{c} <= {_number(attr.high)}"
+                if attr.high_inclusive
+                else f"{c} < {_number(attr.high)}"
+            )
             if attr.width is not None:
                 inside = f"LEAST(CAST(floor(({c} - {_number(attr.low)}) / {_number(attr.width)}) AS BIGINT), {n - 1})"
             else:
-                whens = " ".join(f"WHEN {c} < {_number(e)} THEN {i}" for i, e in enumerate(attr.edges[1:]))
+                whens = " ".join(
+                    f"WHEN {c} < {_number(e)} THEN {i}" for i, e in enumerate(attr.edges[1:])
+                )
                 inside = f"CASE {whens} ELSE {n - 1} END"
             exprs.append(
                 f"CASE WHEN {c} IS NULL THEN {NULL} WHEN {c} < {_number(attr.low)} THEN {BELOW} "
@@ -178,7 +186,9 @@ def axis_expressions(schema: Schema, columns: dict[str, str]) -> list[str]:
     return exprs
 
 
-def _offending_values(view: SourceView, attr_columns: tuple[str, ...], expr: str, code: int) -> list[tuple[Any, int]]:
+def _offending_values(
+    view: SourceView, attr_columns: tuple[str, ...], expr: str, code: int
+) -> list[tuple[Any, int]]:
     cols = ", ".join(quote_ident(c) for c in attr_columns)
     rows = view.sql(
         f"SELECT {cols}, count(*) AS n FROM src WHERE ({expr}) = {code} GROUP BY ALL ORDER BY n DESC LIMIT 3"
@@ -198,8 +208,12 @@ class DuckDBEngine(Engine):
             exprs = axis_expressions(schema, view.columns)
             select = ", ".join(f"{e} AS a{i}" for i, e in enumerate(exprs))
             keys = ", ".join(f"a{i}" for i in range(len(exprs)))
-            result = view.sql(f"SELECT {select}, count(*) AS n FROM src GROUP BY {keys}").fetchnumpy()
-            codes = np.stack([np.asarray(result[f"a{i}"], dtype=np.int64) for i in range(len(exprs))], axis=1)
+            result = view.sql(
+                f"SELECT {select}, count(*) AS n FROM src GROUP BY {keys}"
+            ).fetchnumpy()
+            codes = np.stack(
+                [np.asarray(result[f"a{i}"], dtype=np.int64) for i in range(len(exprs))], axis=1
+            )
             n = np.asarray(result["n"], dtype=np.int64)
             return self._fill(view, schema, exprs, codes, n, on_out_of_domain)
 
@@ -255,5 +269,7 @@ class DuckDBEngine(Engine):
         counts = np.zeros(schema.size, dtype=np.int64)
         flat = np.ravel_multi_index(tuple(codes[keep].T), schema.shape)
         np.add.at(counts, flat, n[keep])
-        report = policy_report(policy, rows=int(n.sum()), counted=int(n[keep].sum()), dropped=dropped, clipped=clipped)
+        report = policy_report(
+            policy, rows=int(n.sum()), counted=int(n[keep].sum()), dropped=dropped, clipped=clipped
+        )
         return counts.reshape(schema.shape), report

@@ -59,14 +59,18 @@ class Mechanism(ABC):
     #: Neighbour notions the mechanism supports.
     neighbours: ClassVar[tuple[Neighbour, ...]] = (Neighbour.ADD_REMOVE, Neighbour.REPLACE)
 
-    def __init__(self, epsilon: float, delta: float | None = None, neighbour: str = "add_remove") -> None:
+    def __init__(
+        self, epsilon: float, delta: float | None = None, neighbour: str = "add_remove"
+    ) -> None:
         validate_privacy(epsilon, delta)
         self.epsilon = float(epsilon)
         self.delta = None if delta is None or delta == 0 else float(delta)
         self.neighbour = Neighbour.parse(neighbour).value
         if Neighbour(self.neighbour) not in self.neighbours:
             supported = ", ".join(n.value for n in self.neighbours)
-            raise BudgetError(f"{self.name} does not support neighbour {self.neighbour!r} (supported: {supported})")
+            raise BudgetError(
+                f"{self.name} does not support neighbour {self.neighbour!r} (supported: {supported})"
+            )
 
     # -- declared privacy --------------------------------------------------------------------
     @abstractmethod
@@ -81,7 +85,11 @@ class Mechanism(ABC):
     # -- command line (``dpcube release --mechanism NAME``) -------------------------------------
     @classmethod
     def add_cli_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        """Add this mechanism's own flags to ``dpcube release`` (names must not clash)."""
+        """Add this mechanism's own flags to ``dpcube release`` (names must not clash).
+
+        The default adds none: ``--param key=value`` reaches every constructor argument.
+        """
+        return
 
     @classmethod
     def from_cli(cls, args: argparse.Namespace, params: dict[str, Any]) -> Mechanism:
@@ -137,7 +145,9 @@ class Mechanism(ABC):
             report=report,
         )
 
-    def release(self, data: Any, random_state: Any = None, *, ledger: BudgetLedger | None = None) -> Release:
+    def release(
+        self, data: Any, random_state: Any = None, *, ledger: BudgetLedger | None = None
+    ) -> Release:
         """Release ``data`` under this mechanism's guarantee.
 
         ``random_state``: ``None`` draws from OS entropy; an int seed or numpy Generator makes the
@@ -152,7 +162,9 @@ class Mechanism(ABC):
         if isinstance(schema, Schema):
             metadata.sensitivity = {c.name: c.declared for c in self.sensitivity_claims(schema)}
         if ledger is not None:
-            ledger.charge(self.epsilon, self.delta, mechanism=self.name, release_id=metadata.release_id)
+            ledger.charge(
+                self.epsilon, self.delta, mechanism=self.name, release_id=metadata.release_id
+            )
         return self._release(prepared, source, metadata)
 
     @abstractmethod

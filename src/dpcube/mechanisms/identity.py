@@ -67,7 +67,11 @@ class Identity(Mechanism):
 
     def sensitivity_claims(self, schema: Schema) -> list[SensitivityClaim]:
         delta = Neighbour(self.neighbour).histogram_sensitivity(self.norm)
-        return [SensitivityClaim("cells", lambda x: np.asarray(x, dtype=np.float64).ravel(), self.norm, delta)]
+        return [
+            SensitivityClaim(
+                "cells", lambda x: np.asarray(x, dtype=np.float64).ravel(), self.norm, delta
+            )
+        ]
 
     @classmethod
     def conformance_cases(cls) -> list[Any]:
@@ -81,13 +85,20 @@ class Identity(Mechanism):
                 ]
             }
         )
-        queries = [{}, {"a": [0, 1]}, {"b": "x"}, {"a": [2, 2], "b": "y"}, {"a": [1, 2], "b": "x2"}]
+        queries: list[dict[str, Any]] = [{}, {"a": [0, 1]}, {"b": "x"}, {"a": [2, 2], "b": "y"}, {"a": [1, 2], "b": "x2"}]
         return [
             Case("identity-laplace", schema, lambda n: cls(1.0, neighbour=n), queries),
-            Case("identity-gaussian", schema, lambda n: cls(0.5, delta=1e-5, noise="gaussian", neighbour=n), queries),
+            Case(
+                "identity-gaussian",
+                schema,
+                lambda n: cls(0.5, delta=1e-5, noise="gaussian", neighbour=n),
+                queries,
+            ),
         ]
 
-    def _release(self, data: Histogram, source: RandomSource, metadata: ReleaseMetadata) -> CellRelease:
+    def _release(
+        self, data: Histogram, source: RandomSource, metadata: ReleaseMetadata
+    ) -> CellRelease:
         sensitivity = Neighbour(self.neighbour).histogram_sensitivity(self.norm)
         counts: Any
         if self.noise == "laplace":

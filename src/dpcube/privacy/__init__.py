@@ -2,7 +2,13 @@
 
 from dpcube.privacy.ledger import BudgetLedger
 from dpcube.privacy.neighbours import Neighbour
-from dpcube.privacy.random import NO_NOISE, RandomSource, SeededRandomSource, SystemRandomSource, resolve_random_state
+from dpcube.privacy.random import (
+    NO_NOISE,
+    RandomSource,
+    SeededRandomSource,
+    SystemRandomSource,
+    resolve_random_state,
+)
 
 __all__ = [
     "NO_NOISE",

@@ -92,13 +92,19 @@ class BudgetLedger:
             con.executescript(_SCHEMA)
 
     @classmethod
-    def for_dataset(cls, data: str | os.PathLike[str], ledger_dir: str | os.PathLike[str] | None = None) -> BudgetLedger:
+    def for_dataset(
+        cls, data: str | os.PathLike[str], ledger_dir: str | os.PathLike[str] | None = None
+    ) -> BudgetLedger:
         """The ledger of a data file: ``<ledger_dir>/<name>-<hash of its absolute path>.ledger``.
 
         ``ledger_dir`` defaults to ``$DPCUBE_HOME/ledgers`` (``~/.dpcube/ledgers``).
         """
         resolved = str(Path(data).resolve())
-        base = Path(ledger_dir) if ledger_dir else Path(os.environ.get("DPCUBE_HOME", Path.home() / ".dpcube")) / "ledgers"
+        base = (
+            Path(ledger_dir)
+            if ledger_dir
+            else Path(os.environ.get("DPCUBE_HOME", Path.home() / ".dpcube")) / "ledgers"
+        )
         digest = hashlib.sha256(resolved.encode()).hexdigest()[:16]
         return cls(base / f"{Path(resolved).name}-{digest}.ledger", dataset=resolved)
 
@@ -130,7 +136,9 @@ class BudgetLedger:
 
     def total(self) -> Budget:
         with self._connect() as con:
-            row = con.execute("SELECT total_epsilon, total_delta FROM budget WHERE id = 1").fetchone()
+            row = con.execute(
+                "SELECT total_epsilon, total_delta FROM budget WHERE id = 1"
+            ).fetchone()
         if row is None:
             raise BudgetError(
                 f"no total budget is set for {self.dataset!r}; set one with "
@@ -180,7 +188,9 @@ class BudgetLedger:
         with self._connect() as con:
             con.execute("BEGIN IMMEDIATE")
             try:
-                row = con.execute("SELECT total_epsilon, total_delta FROM budget WHERE id = 1").fetchone()
+                row = con.execute(
+                    "SELECT total_epsilon, total_delta FROM budget WHERE id = 1"
+                ).fetchone()
                 if row is None:
                     raise BudgetError(
                         f"no total budget is set for {self.dataset!r}; set one with "

@@ -12,12 +12,12 @@
 from __future__ import annotations
 
 import math
-from enum import Enum
+from enum import StrEnum
 
 from dpcube.errors import BudgetError
 
 
-class Neighbour(str, Enum):
+class Neighbour(StrEnum):
     ADD_REMOVE = "add_remove"
     REPLACE = "replace"
 

@@ -4,4 +4,11 @@ from dpcube.release.base import Release, ReleaseMetadata, load_release
 from dpcube.release.cells import CellRelease
 from dpcube.release.variance import UniformCellVariance, VarianceModel
 
-__all__ = ["CellRelease", "Release", "ReleaseMetadata", "UniformCellVariance", "VarianceModel", "load_release"]
+__all__ = [
+    "CellRelease",
+    "Release",
+    "ReleaseMetadata",
+    "UniformCellVariance",
+    "VarianceModel",
+    "load_release",
+]

@@ -61,7 +61,9 @@ class ReleaseMetadata:
     seeded: bool = False
     noiseless: bool = False
     release_id: str = field(default_factory=lambda: secrets.token_hex(16))
-    created: str = field(default_factory=lambda: _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
+    created: str = field(
+        default_factory=lambda: _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+    )
     library_version: str = field(default_factory=_library_version)
     report: dict[str, Any] = field(default_factory=dict)
 
@@ -127,7 +129,9 @@ class Release(ABC):
         schema = self.schema
         if len(queries) == 0:
             return np.zeros((0, len(schema.shape), 2), dtype=np.int64)
-        return np.array([schema.box(q) for q in queries], dtype=np.int64).reshape(len(queries), -1, 2)
+        return np.array([schema.box(q) for q in queries], dtype=np.int64).reshape(
+            len(queries), -1, 2
+        )
 
     def answer(self, query: Mapping[str, Any]) -> float:
         """The released answer to one query."""
@@ -159,7 +163,11 @@ class Release(ABC):
     @classmethod
     @abstractmethod
     def restore(
-        cls, schema: Schema | None, metadata: ReleaseMetadata, tables: dict[str, pa.Table], state: dict[str, Any]
+        cls,
+        schema: Schema | None,
+        metadata: ReleaseMetadata,
+        tables: dict[str, pa.Table],
+        state: dict[str, Any],
     ) -> Release:
         """Rebuild a release from what :meth:`save` wrote."""
 
@@ -170,7 +178,9 @@ class Release(ABC):
             f"# dpcube release {m.release_id}",
             "",
             f"- mechanism: `{m.mechanism}` {json.dumps(_jsonable(m.params))}",
-            f"- privacy: epsilon = {m.epsilon}" + (f", delta = {m.delta}" if m.delta else "") + f", neighbour = {m.neighbour}",
+            f"- privacy: epsilon = {m.epsilon}"
+            + (f", delta = {m.delta}" if m.delta else "")
+            + f", neighbour = {m.neighbour}",
             f"- sensitivity: {json.dumps(_jsonable(m.sensitivity))}",
             f"- noise: {json.dumps(_jsonable(m.noise))}",
             f"- created: {m.created} with dpcube {m.library_version}",

@@ -42,7 +42,7 @@ def box_sums(prefix: NDArray[Any], boxes: NDArray[np.int64]) -> NDArray[Any]:
 
     >>> P = prefix_sums(np.arange(12).reshape(3, 4))
     >>> box_sums(P, np.array([[[1, 2], [1, 3]]]))
-    array([45])
+    array([48])
     """
     q, d, _ = boxes.shape
     out = np.zeros(q, dtype=prefix.dtype)
@@ -70,7 +70,9 @@ class CellRelease(Release):
     ) -> None:
         super().__init__(schema, metadata)
         if tuple(counts.shape) != schema.shape:
-            raise ReleaseError(f"counts of shape {counts.shape} do not match the schema's {schema.shape}")
+            raise ReleaseError(
+                f"counts of shape {counts.shape} do not match the schema's {schema.shape}"
+            )
         self.counts = counts
         self.variance_model = variance_model
         self._prefix: NDArray[Any] | None = None
@@ -92,7 +94,10 @@ class CellRelease(Release):
     def tables(self) -> dict[str, pa.Table]:
         assert self.schema is not None
         index = np.indices(self.counts.shape).reshape(self.counts.ndim, -1)
-        names = [f"{a}" if len(self.schema[a].shape) == 1 else f"{a}_{('row', 'col')[i]}" for a, i in self.schema.axes]
+        names = [
+            f"{a}" if len(self.schema[a].shape) == 1 else f"{a}_{('row', 'col')[i]}"
+            for a, i in self.schema.axes
+        ]
         columns = {name: pa.array(index[k].astype(np.int32)) for k, name in enumerate(names)}
         columns["count"] = pa.array(self.counts.ravel())
         return {"cells": pa.table(columns)}
@@ -102,7 +107,11 @@ class CellRelease(Release):
 
     @classmethod
     def restore(
-        cls, schema: Schema | None, metadata: ReleaseMetadata, tables: dict[str, pa.Table], state: dict[str, Any]
+        cls,
+        schema: Schema | None,
+        metadata: ReleaseMetadata,
+        tables: dict[str, pa.Table],
+        state: dict[str, Any],
     ) -> CellRelease:
         if schema is None:
             raise ReleaseError("a cell release needs its schema in the manifest")

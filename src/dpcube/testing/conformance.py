@@ -130,7 +130,9 @@ def _supports(case: Case, neighbour: str) -> bool:
 def _truth(case: Case, hist: Histogram) -> NDArray[np.float64]:
     if case.truth is not None:
         return np.asarray(case.truth(hist, case.queries), dtype=np.float64)
-    boxes = np.array([case.schema.box(q) for q in case.queries], dtype=np.int64).reshape(len(case.queries), -1, 2)
+    boxes = np.array([case.schema.box(q) for q in case.queries], dtype=np.int64).reshape(
+        len(case.queries), -1, 2
+    )
     return box_sums(prefix_sums(hist.counts), boxes).astype(np.float64)
 
 
@@ -180,7 +182,9 @@ def check_noiseless_exact(case: Case) -> None:
             if case.queries:
                 got = release.answer_many(case.queries)
                 want = _truth(case, hist)
-                np.testing.assert_allclose(got, want, atol=case.atol, err_msg=f"{case.id} [{neighbour}]")
+                np.testing.assert_allclose(
+                    got, want, atol=case.atol, err_msg=f"{case.id} [{neighbour}]"
+                )
 
 
 def check_shapes(case: Case) -> None:
@@ -188,13 +192,17 @@ def check_shapes(case: Case) -> None:
     release = mech.release(case.prepare(tiny_histograms(case.schema)[2]), random_state=3)
     counts = getattr(release, "counts", None)
     if counts is not None:
-        assert tuple(np.shape(counts)) == case.schema.shape, f"{case.id}: counts shape {np.shape(counts)}"
+        assert tuple(np.shape(counts)) == case.schema.shape, (
+            f"{case.id}: counts shape {np.shape(counts)}"
+        )
     if case.queries:
         assert release.answer_many(case.queries).shape == (len(case.queries),)
         variances = release.variance_many(case.queries)
         assert variances.shape == (len(case.queries),)
         known = variances[~np.isnan(variances)]
-        assert np.all(known >= 0) and np.all(np.isfinite(known)), f"{case.id}: bad variances {variances}"
+        assert np.all(known >= 0) and np.all(np.isfinite(known)), (
+            f"{case.id}: bad variances {variances}"
+        )
 
 
 def check_seed_determinism(case: Case) -> None:
@@ -220,7 +228,9 @@ def check_save_load(case: Case) -> None:
         loaded = load_release(Path(tmp) / "r")
     assert loaded.metadata.release_id == release.metadata.release_id
     if case.queries:
-        np.testing.assert_allclose(loaded.answer_many(case.queries), release.answer_many(case.queries))
+        np.testing.assert_allclose(
+            loaded.answer_many(case.queries), release.answer_many(case.queries)
+        )
         np.testing.assert_allclose(
             loaded.variance_many(case.queries), release.variance_many(case.queries), equal_nan=True
         )

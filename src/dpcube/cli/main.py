@@ -1,0 +1,303 @@
+"""The ``dpcube`` command line.
+
+Sub-commands: ``release``, ``query``, ``budget``, ``demo``, ``bench`` and those registered in
+:data:`dpcube.registry.COMMANDS`. Errors print as one line (``--debug`` shows the traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from dpcube import progress, registry
+from dpcube.errors import DPCubeError, QueryError
+
+
+def _parse_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def parse_params(pairs: list[str]) -> dict[str, Any]:
+    """``["k=v", ...]`` -> dict, values parsed as JSON where they parse (``3``, ``[1,2]``, ``true``).
+
+    >>> parse_params(["levels=3", "strategy=lsa"])
+    {'levels': 3, 'strategy': 'lsa'}
+    """
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise QueryError(f"--param expects key=value, got {pair!r}")
+        out[key.strip().replace("-", "_")] = _parse_value(value.strip())
+    return out
+
+
+def _constraint(text: str) -> Any:
+    text = text.strip()
+    if ":" in text and ".." in text:
+        rows, cols = text.split(":", 1)
+        return [_constraint(rows), _constraint(cols)]
+    if ".." in text:
+        lo, hi = text.split("..", 1)
+        try:
+            return [int(lo), int(hi)]
+        except ValueError:
+            raise QueryError(f"range {text!r} must be two integers 'lo..hi'") from None
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+def parse_where(text: str) -> dict[str, Any]:
+    """A query from JSON or from ``attr=lo..hi, attr=Category, loc=r0..r1:c0..c1``.
+
+    >>> parse_where("age=18..64, sex=F")
+    {'age': [18, 64], 'sex': 'F'}
+    >>> parse_where('{"age": [0, 17]}')
+    {'age': [0, 17]}
+    """
+    text = text.strip()
+    if not text:
+        return {}
+    if text.startswith("{"):
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise QueryError(f"--where is not valid JSON: {exc}") from None
+        if not isinstance(value, dict):
+            raise QueryError("--where JSON must be an object {attribute: constraint}")
+        return value
+    query: dict[str, Any] = {}
+    for part in text.split(","):
+        name, sep, value = part.partition("=")
+        if not sep:
+            raise QueryError(f"--where part {part.strip()!r} must look like attribute=value")
+        constraint = _constraint(value)
+        query[name.strip()] = constraint if isinstance(constraint, list) else str(value.strip())
+    return query
+
+
+# -- release ----------------------------------------------------------------------------------
+
+
+def _ledger(args: argparse.Namespace) -> Any:
+    from dpcube.privacy.ledger import BudgetLedger
+
+    return BudgetLedger.for_dataset(args.data, args.ledger_dir)
+
+
+def cmd_release(args: argparse.Namespace) -> int:
+    from dpcube.schema import Schema
+
+    cls = registry.resolve(registry.MECHANISMS, args.mechanism, "mechanism")
+    schema = Schema.from_file(args.schema) if args.schema else None
+    mechanism = cls.from_cli(args, parse_params(args.param))
+    ledger = _ledger(args)
+    if args.total_epsilon is not None:
+        if not ledger.has_total():
+            ledger.set_total(args.total_epsilon, args.total_delta)
+        elif ledger.total().epsilon != args.total_epsilon:
+            raise DPCubeError(
+                f"the total budget of {args.data!r} is already {ledger.total().epsilon}; change it with "
+                "`dpcube budget DATA --set-total EPSILON`"
+            )
+    ledger.total()
+    with progress.step("counting the data"):
+        data = cls.cli_data(args, schema)
+    with progress.step(f"releasing with {args.mechanism}"):
+        release = mechanism.release(data, random_state=args.seed, ledger=ledger)
+    out = release.save(args.out)
+    left = ledger.remaining()
+    print(f"released {args.data} with {args.mechanism} (epsilon={args.epsilon}) to {out}")
+    print(
+        f"budget left for this data set: epsilon={left.epsilon:.6g}"
+        + (f", delta={left.delta:.3g}" if left.delta else "")
+    )
+    if not release.metadata.for_publication:
+        print("warning: seeded release, NOT FOR PUBLICATION (the noise is reproducible)")
+    return 0
+
+
+# -- query ------------------------------------------------------------------------------------
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    from dpcube.release.base import load_release
+
+    release = load_release(args.release)
+    query = parse_where(args.where)
+    answer = release.answer(query)
+    stddev = release.stddev(query)
+    if args.json:
+        print(json.dumps({"answer": answer, "stddev": None if stddev != stddev else stddev}))
+    else:
+        err = "" if stddev != stddev else f" ± {stddev:.4g} (1 standard deviation)"
+        print(f"{answer:.6g}{err}")
+    return 0
+
+
+# -- budget -----------------------------------------------------------------------------------
+
+
+def cmd_budget(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    ledger = _ledger(args)
+    if args.set_total is not None:
+        ledger.set_total(args.set_total, args.set_total_delta)
+    total, spent = ledger.total(), ledger.spent()
+    left = ledger.remaining()
+    charges = ledger.charges()
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "dataset": ledger.dataset,
+                    "ledger": str(ledger.path),
+                    "total": {"epsilon": total.epsilon, "delta": total.delta},
+                    "spent": {"epsilon": spent.epsilon, "delta": spent.delta},
+                    "remaining": {"epsilon": left.epsilon, "delta": left.delta},
+                    "releases": [c.__dict__ for c in charges],
+                }
+            )
+        )
+        return 0
+    console = Console()
+    console.print(f"data set: {ledger.dataset}\nledger:   {ledger.path}")
+    console.print(
+        f"epsilon: spent {spent.epsilon:.6g} of {total.epsilon:.6g}, [bold]{left.epsilon:.6g} left[/bold]"
+        + (f"; delta: spent {spent.delta:.3g} of {total.delta:.3g}" if total.delta else "")
+    )
+    if charges:
+        table = Table("time (UTC)", "mechanism", "epsilon", "delta", "release id")
+        import datetime as dt
+
+        for c in charges:
+            when = dt.datetime.fromtimestamp(c.time, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+            table.add_row(when, c.mechanism, f"{c.epsilon:g}", f"{c.delta:g}", c.release_id)
+        console.print(table)
+    return 0
+
+
+# -- demo and bench ---------------------------------------------------------------------------
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from dpcube.demo.run import run_demo
+
+    return run_demo(rows=args.rows, out=Path(args.out), epsilon=args.epsilon, seed=args.seed)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    main_fn = registry.resolve(registry.BENCHMARKS, args.name, "benchmark")
+    result: int = main_fn(args.rest)
+    return result
+
+
+# -- parser -----------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dpcube", description="Differentially private counts.")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    parser.add_argument("--version", action="version", version=f"dpcube {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("release", help="release a data set under a mechanism")
+    p.add_argument("data", help="CSV/Parquet file or directory of Parquet files")
+    p.add_argument("--schema", help="schema file (YAML or JSON)")
+    p.add_argument("--mechanism", required=True, choices=sorted(registry.MECHANISMS))
+    p.add_argument("--epsilon", type=float, required=True)
+    p.add_argument("--delta", type=float, default=None)
+    p.add_argument("--neighbour", default="add_remove", choices=["add_remove", "replace"])
+    p.add_argument(
+        "--param", action="append", default=[], metavar="KEY=VALUE", help="mechanism parameter"
+    )
+    p.add_argument("--out", required=True, help="release directory")
+    p.add_argument(
+        "--seed", type=int, default=None, help="seed the noise (the release is NOT for publication)"
+    )
+    p.add_argument("--on-out-of-domain", default="error", choices=["error", "drop", "clip"])
+    p.add_argument(
+        "--ledger-dir", default=None, help="where budget ledgers live (default ~/.dpcube/ledgers)"
+    )
+    p.add_argument(
+        "--total-epsilon", type=float, default=None, help="set the data set's total budget"
+    )
+    p.add_argument("--total-delta", type=float, default=0.0)
+    for name in sorted(registry.MECHANISMS):
+        registry.resolve(registry.MECHANISMS, name, "mechanism").add_cli_arguments(p)
+    p.set_defaults(func=cmd_release)
+
+    p = sub.add_parser("query", help="answer a query from a release")
+    p.add_argument("release", help="release directory")
+    p.add_argument(
+        "--where", default="", help='JSON, or "age=18..64, sex=F, occupation=Professional"'
+    )
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_query)
+
+    p = sub.add_parser("budget", help="show (or set) a data set's privacy budget")
+    p.add_argument("data")
+    p.add_argument("--set-total", type=float, default=None, metavar="EPSILON")
+    p.add_argument("--set-total-delta", type=float, default=0.0, metavar="DELTA")
+    p.add_argument("--ledger-dir", default=None)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_budget)
+
+    p = sub.add_parser("demo", help="generate a synthetic person table, release it and query it")
+    p.add_argument("--rows", type=int, default=1_000_000)
+    p.add_argument("--out", default="dpcube-demo")
+    p.add_argument("--epsilon", type=float, default=0.5)
+    p.add_argument(
+        "--seed", type=int, default=2024, help="seed of the synthetic data (not of the noise)"
+    )
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("bench", help="run an experiment: " + ", ".join(sorted(registry.BENCHMARKS)))
+    p.add_argument("name", choices=sorted(registry.BENCHMARKS) or None)
+    p.add_argument("rest", nargs=argparse.REMAINDER, help="the experiment's own options")
+    p.set_defaults(func=cmd_bench)
+
+    for name in sorted(registry.COMMANDS):
+        registry.resolve(registry.COMMANDS, name, "command")(sub)
+    return parser
+
+
+def _version() -> str:
+    from dpcube import __version__
+
+    return __version__
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    debug = "--debug" in argv
+    try:
+        args = build_parser().parse_args(argv)
+        progress.enable()
+        code: int = args.func(args)
+        return code
+    except DPCubeError as exc:
+        if debug:
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except (OSError, ValueError, KeyError) as exc:
+        if debug:
+            raise
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        print(f"error: {message} (run with --debug for the traceback)", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The demo: a synthetic person table, released with Identity and queried."""

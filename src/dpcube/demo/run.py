@@ -1,0 +1,88 @@
+"""``dpcube demo``: generate, release with Identity, answer example queries, show the errors."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from dpcube import progress
+from dpcube.demo.generator import schema_dict, write_people
+from dpcube.histogram import histogram
+from dpcube.mechanisms.identity import Identity
+from dpcube.privacy.ledger import BudgetLedger
+from dpcube.release.cells import box_sums, prefix_sums
+from dpcube.schema import Schema
+
+EXAMPLE_QUERIES: list[tuple[str, dict[str, object]]] = [
+    ("everyone", {}),
+    ("women aged 18-64", {"sex": "F", "age": [18, 64]}),
+    ("professionals in Cascadia", {"occupation": "Professional", "county": "Cascadia"}),
+    ("doctors aged 30-39", {"occupation": "Doctor", "age": [30, 39]}),
+    ("income $150k+ in Aurora-Central", {"income": [7, 8], "county": "Aurora-Central"}),
+    (
+        "retired men in Deltana-Port",
+        {"occupation": "Retired", "sex": "M", "county": "Deltana-Port"},
+    ),
+    ("teenagers (13-19) in Fenwick", {"age": [13, 19], "county": "Fenwick"}),
+]
+
+
+def run_demo(rows: int, out: Path, epsilon: float, seed: int) -> int:
+    console = Console()
+    started = time.perf_counter()
+    out.mkdir(parents=True, exist_ok=True)
+    data = out / "people.parquet"
+    with progress.step(f"generating {rows:,} synthetic persons"):
+        write_people(data, rows, seed)
+    schema_file = out / "schema.yaml"
+    schema_file.write_text(yaml.safe_dump(schema_dict(), sort_keys=False))
+    schema = Schema.from_dict(schema_dict())
+
+    # A freshly generated table is a new data set: start its ledger afresh with a total of 1.
+    ledger_dir = out / "ledgers"
+    ledger = BudgetLedger.for_dataset(data, ledger_dir)
+    ledger.path.unlink(missing_ok=True)
+    ledger = BudgetLedger.for_dataset(data, ledger_dir)
+    ledger.set_total(1.0)
+
+    with progress.step("counting with DuckDB"):
+        hist = histogram(data, schema)
+    mechanism = Identity(epsilon=epsilon)
+    with progress.step("releasing with Identity (discrete Laplace)"):
+        release = mechanism.release(hist, ledger=ledger)
+    release_dir = release.save(out / "release")
+
+    queries = [q for _, q in EXAMPLE_QUERIES]
+    boxes = release.boxes(queries)
+    truth = box_sums(prefix_sums(hist.counts), boxes)
+    answers = release.answer_many(queries)
+    stddev = np.sqrt(release.variance_many(queries))
+
+    console.print(
+        f"[bold]dpcube demo[/bold]: {rows:,} synthetic persons, domain {' x '.join(map(str, schema.shape))} "
+        f"= {schema.size:,} cells, Identity mechanism, epsilon = {epsilon} (add/remove one person)"
+    )
+    table = Table("query", "true", "released", "± 2 sd", "error", "relative error")
+    for (label, _), t, a, s in zip(EXAMPLE_QUERIES, truth, answers, stddev, strict=True):
+        rel = abs(a - t) / max(float(t), 1.0)
+        table.add_row(
+            label, f"{int(t):,}", f"{a:,.0f}", f"{2 * s:,.0f}", f"{a - t:+,.0f}", f"{rel:.2%}"
+        )
+    console.print(table)
+    left = ledger.remaining()
+    console.print(
+        f"budget: spent {epsilon} of {ledger.total().epsilon}; {left.epsilon:g} left for this data set"
+    )
+    console.print(
+        f"data:    {data}\nschema:  {schema_file}\nrelease: {release_dir} (report: {release_dir / 'report.md'})"
+    )
+    example = json.dumps({"occupation": "Engineer", "age": [25, 34]})
+    console.print(f"try:     dpcube query {release_dir} --where '{example}' --json", soft_wrap=True)
+    console.print(f"done in {time.perf_counter() - started:.1f} s")
+    return 0
