@@ -227,6 +227,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--on-out-of-domain", default="error", choices=["error", "drop", "clip"])
     p.add_argument(
+        "--engine", default="duckdb", choices=["duckdb", "spark"], help="where the counting runs"
+    )
+    p.add_argument(
         "--ledger-dir", default=None, help="where budget ledgers live (default ~/.dpcube/ledgers)"
     )
     p.add_argument(

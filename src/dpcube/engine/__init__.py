@@ -1,4 +1,4 @@
-"""Engines that turn data sources into counts (DuckDB embedded; Spark optional)."""
+"""Engines that turn data sources into counts: DuckDB (embedded, the default) and Spark."""
 
 from __future__ import annotations
 
@@ -7,14 +7,18 @@ from dpcube.errors import DataError
 
 
 def get_engine(name: str | Engine = "duckdb") -> Engine:
-    """The engine called ``name`` (``"duckdb"``), or ``name`` itself if it is an engine."""
+    """The engine called ``name`` (``"duckdb"`` or ``"spark"``), or ``name`` itself if it is one."""
     if isinstance(name, Engine):
         return name
     if name == "duckdb":
         from dpcube.engine.duckdb_engine import DuckDBEngine
 
         return DuckDBEngine()
-    raise DataError(f"unknown engine {name!r}; available: duckdb")
+    if name == "spark":
+        from dpcube.engine.spark_engine import SparkEngine
+
+        return SparkEngine()
+    raise DataError(f"unknown engine {name!r}; available: duckdb, spark")
 
 
 __all__ = ["POLICIES", "Engine", "OutOfDomainPolicy", "get_engine"]

@@ -104,7 +104,12 @@ class Mechanism(ABC):
 
         if schema is None:
             raise SchemaError(f"--mechanism {cls.name} needs --schema")
-        return histogram(args.data, schema, on_out_of_domain=args.on_out_of_domain)
+        return histogram(
+            args.data,
+            schema,
+            on_out_of_domain=args.on_out_of_domain,
+            engine=getattr(args, "engine", "duckdb"),
+        )
 
     # -- scikit-learn style parameters ---------------------------------------------------------
     def get_params(self) -> dict[str, Any]:
