@@ -11,14 +11,24 @@ from typing import Any
 
 __version__ = "0.1.0"
 
+# Imported eagerly: the function ``histogram`` shares its name with its module, and a lazy export
+# would be shadowed by the module as soon as anything imported ``dpcube.histogram``.
+from dpcube.histogram import Histogram as Histogram
+from dpcube.histogram import histogram as histogram
+
 _EXPORTS: dict[str, str] = {
     "Schema": "dpcube.schema",
     "Hierarchy": "dpcube.schema",
-    "Histogram": "dpcube.histogram",
-    "histogram": "dpcube.histogram",
     "SQL": "dpcube.engine.duckdb_engine",
     "Mechanism": "dpcube.mechanisms.base",
     "Identity": "dpcube.mechanisms.identity",
+    "MatrixMechanism": "dpcube.mechanisms.matrix.mechanism",
+    "CensusHierarchy": "dpcube.mechanisms.census", "GroupSizeTable": "dpcube.mechanisms.census", "group_sizes": "dpcube.mechanisms.census", "RegionHierarchy": "dpcube.mechanisms.census",  # fmt: skip
+    **{n: "dpcube.mechanisms.spatial" for n in ("HTF", "UniformGrid", "AdaptiveGrid", "QuadTree", "KDTree", "PrivTree", "Uniform", "Singular", "bound_contributions")},  # fmt: skip
+    "DataCube": "dpcube.mechanisms.datacube",
+    "CubeSource": "dpcube.mechanisms.datacube",
+    "Privelet": "dpcube.mechanisms.privelet.mechanism",
+    "PriveletPlus": "dpcube.mechanisms.privelet.mechanism",
     "Release": "dpcube.release.base",
     "load_release": "dpcube.release.base",
     "BudgetLedger": "dpcube.privacy.ledger",
@@ -40,4 +50,4 @@ def __dir__() -> list[str]:
     return sorted([*globals(), *_EXPORTS])
 
 
-__all__ = sorted(_EXPORTS)
+__all__ = sorted([*_EXPORTS, "Histogram", "histogram"])

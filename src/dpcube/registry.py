@@ -12,24 +12,43 @@ from typing import Any
 #: ``--mechanism`` name -> mechanism class.
 MECHANISMS: dict[str, str] = {
     "identity": "dpcube.mechanisms.identity:Identity",
+    "matrix": "dpcube.mechanisms.matrix.mechanism:MatrixMechanism",
+    "htf": "dpcube.mechanisms.spatial.htf:HTF", "ug": "dpcube.mechanisms.spatial.baselines:UniformGrid", "ag": "dpcube.mechanisms.spatial.baselines:AdaptiveGrid", "quadtree": "dpcube.mechanisms.spatial.baselines:QuadTree", "kdtree": "dpcube.mechanisms.spatial.baselines:KDTree", "privtree": "dpcube.mechanisms.spatial.privtree:PrivTree", "uniform": "dpcube.mechanisms.spatial.baselines:Uniform", "singular": "dpcube.mechanisms.spatial.baselines:Singular",  # fmt: skip
+    "datacube": "dpcube.mechanisms.datacube:DataCube",
+    "census-hierarchy": "dpcube.mechanisms.census.mechanism:CensusHierarchy",
+    "privelet": "dpcube.mechanisms.privelet.mechanism:Privelet",
+    "privelet-plus": "dpcube.mechanisms.privelet.mechanism:PriveletPlus",
 }
 
 #: ``kind`` in a release manifest -> Release subclass.
 RELEASE_KINDS: dict[str, str] = {
     "cells": "dpcube.release.cells:CellRelease",
+    "census_hierarchy": "dpcube.mechanisms.census.release:CensusRelease",
+    "spatial_leaves": "dpcube.mechanisms.spatial.release:LeafRelease",
+    "cuboids": "dpcube.mechanisms.datacube.release:CuboidRelease",
 }
 
 #: ``kind`` of a variance model in a manifest -> VarianceModel subclass.
 VARIANCE_MODELS: dict[str, str] = {
     "uniform_cell": "dpcube.release.variance:UniformCellVariance",
+    "matrix": "dpcube.mechanisms.matrix.mechanism:MatrixVariance",
+    "privelet": "dpcube.mechanisms.privelet.mechanism:PriveletVariance",
 }
 
 #: ``dpcube bench NAME`` -> a function ``main(argv: list[str]) -> int``.
-BENCHMARKS: dict[str, str] = {}
+BENCHMARKS: dict[str, str] = {
+    "matrix": "dpcube.experiments.matrix:main",
+    "census": "dpcube.experiments.census:main",
+    "spatial": "dpcube.experiments.spatial:main",
+    "datacube": "dpcube.experiments.datacube:main",
+    "privelet": "dpcube.experiments.privelet:main",
+}
 
 #: Extra ``dpcube`` sub-commands -> a function ``register(subparsers)`` that adds the sub-command
 #: and sets ``func`` (``handler(args) -> int``) as its default.
-COMMANDS: dict[str, str] = {}
+COMMANDS: dict[str, str] = {
+    "plan": "dpcube.mechanisms.matrix.plan:register",
+}
 
 
 def resolve(table: dict[str, str], name: str, what: str) -> Any:

@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 from dpcube.engine.base import Engine, OutOfDomainPolicy
 from dpcube.engine.sql import DUCKDB, axis_expressions, fill_counts, offending_values_sql
 from dpcube.errors import DataError
-from dpcube.schema import Schema
+from dpcube.schema import Nominal, Schema
 
 __all__ = ["SQL", "DuckDBEngine", "SourceView", "axis_expressions", "open_source"]
 
@@ -54,7 +54,9 @@ class SourceView:
         return dict(zip(self.relation.columns, (str(t) for t in self.relation.types), strict=True))
 
 
-def _read_path(con: duckdb.DuckDBPyConnection, path: Path) -> duckdb.DuckDBPyRelation:
+def _read_path(
+    con: duckdb.DuckDBPyConnection, path: Path, text_columns: tuple[str, ...] = ()
+) -> duckdb.DuckDBPyRelation:
     if not path.exists():
         raise DataError(f"data file {str(path)!r} does not exist")
     name = path.name.lower()
@@ -63,15 +65,22 @@ def _read_path(con: duckdb.DuckDBPyConnection, path: Path) -> duckdb.DuckDBPyRel
     if name.endswith((".parquet", ".pq")):
         return con.read_parquet(str(path))
     if name.endswith((".csv", ".csv.gz", ".tsv", ".txt", ".txt.gz")):
-        return con.read_csv(str(path))
+        # The CSV sniffer would type a column of "F" as BOOLEAN and "01" as INTEGER; columns read
+        # as categories keep their text.
+        header = con.read_csv(str(path)).columns
+        text = {c: "VARCHAR" for c in text_columns if c in header}
+        return con.read_csv(str(path), dtype=text) if text else con.read_csv(str(path))
     if name.endswith((".json", ".jsonl", ".ndjson")):
         return con.read_json(str(path))
     raise DataError(f"cannot tell the format of {str(path)!r}: use a .csv, .parquet or .json file")
 
 
 @contextmanager
-def open_source(source: Any) -> Iterator[SourceView]:
-    """Open a path, DataFrame, Arrow table, DuckDB relation or :class:`SQL` as a :class:`SourceView`."""
+def open_source(source: Any, text_columns: tuple[str, ...] = ()) -> Iterator[SourceView]:
+    """Open a path, DataFrame, Arrow table, DuckDB relation or :class:`SQL` as a :class:`SourceView`.
+
+    ``text_columns`` are read as text from a CSV file (the columns of nominal attributes).
+    """
     if isinstance(source, duckdb.DuckDBPyRelation):
         yield SourceView(con=duckdb.connect(), relation=source)
         return
@@ -85,7 +94,7 @@ def open_source(source: Any) -> Iterator[SourceView]:
         if threads:
             con.execute(f"SET threads = {int(threads)}")
         if isinstance(source, str | os.PathLike):
-            relation = _read_path(con, Path(source))
+            relation = _read_path(con, Path(source), text_columns)
         else:
             module = type(source).__module__.split(".")[0]
             if module not in ("pandas", "polars", "pyarrow"):
@@ -108,7 +117,8 @@ class DuckDBEngine(Engine):
     def histogram(
         self, source: Any, schema: Schema, *, on_out_of_domain: OutOfDomainPolicy = "error"
     ) -> tuple[NDArray[np.int64], dict[str, Any]]:
-        with open_source(source) as view:
+        nominal = tuple(a.column for a in schema.attributes if isinstance(a, Nominal))
+        with open_source(source, nominal) as view:
             exprs = axis_expressions(schema, view.columns)
             select = ", ".join(f"{e} AS a{i}" for i, e in enumerate(exprs))
             keys = ", ".join(f"a{i}" for i in range(len(exprs)))

@@ -26,7 +26,6 @@ from dpcube.privacy.samplers import (
     add_discrete_gaussian,
     add_discrete_laplace,
     gaussian_sigma,
-    snapped_gaussian,
 )
 from dpcube.release.base import ReleaseMetadata
 from dpcube.release.cells import CellRelease
@@ -85,7 +84,13 @@ class Identity(Mechanism):
                 ]
             }
         )
-        queries: list[dict[str, Any]] = [{}, {"a": [0, 1]}, {"b": "x"}, {"a": [2, 2], "b": "y"}, {"a": [1, 2], "b": "x2"}]
+        queries: list[dict[str, Any]] = [
+            {},
+            {"a": [0, 1]},
+            {"b": "x"},
+            {"a": [2, 2], "b": "y"},
+            {"a": [1, 2], "b": "x2"},
+        ]
         return [
             Case("identity-laplace", schema, lambda n: cls(1.0, neighbour=n), queries),
             Case(
@@ -106,13 +111,7 @@ class Identity(Mechanism):
         else:
             assert self.delta is not None
             sigma = gaussian_sigma(sensitivity, self.epsilon, self.delta)
-            if sigma <= 4096:
-                counts, draw = add_discrete_gaussian(data.counts, sigma, source)
-            else:
-                support = 1 if self.neighbour == Neighbour.ADD_REMOVE.value else 2
-                counts, draw = snapped_gaussian(
-                    data.counts, sigma, l2_sensitivity=sensitivity, support=support, source=source
-                )
+            counts, draw = add_discrete_gaussian(data.counts, sigma, source)
         metadata.noise = {
             "distribution": draw.distribution,
             "scale": float(draw.scale),

@@ -81,21 +81,31 @@ class RandomSource(ABC):
     def coins(self, n: int) -> NDArray[np.bool_]:
         """``n`` fair coins (64 per word)."""
         words = self.words((n + 63) // 64)
-        bits = np.unpackbits(words.view(np.uint8))
-        return bits[:n].astype(bool)
+        bits = np.unpackbits(words.view(np.uint8), count=n)
+        return bits.view(np.bool_)
 
 
 class SystemRandomSource(RandomSource):
     """AES-256-CTR keystream keyed from ``os.urandom`` (cryptographically secure)."""
 
+    #: Words encrypted per call to OpenSSL (the keystream is the encryption of zeros).
+    _CHUNK_WORDS = 2**16
+
     def __init__(self) -> None:
         key = os.urandom(32)
         nonce = os.urandom(16)
         self._encryptor = Cipher(algorithms.AES(key), modes.CTR(nonce)).encryptor()
+        self._zeros = bytes(8 * self._CHUNK_WORDS)
 
     def words(self, n: int) -> NDArray[np.uint64]:
-        stream = self._encryptor.update(bytes(8 * n))
-        return np.frombuffer(stream, dtype=_WORD).astype(np.uint64)
+        # ``update_into`` writes the keystream straight into the result (no intermediate bytes);
+        # it wants 15 spare bytes (one AES block) after the output.
+        buf = np.empty(8 * n + 16, dtype=np.uint8)
+        view = buf.data
+        for start in range(0, n, self._CHUNK_WORDS):
+            stop = min(n, start + self._CHUNK_WORDS)
+            self._encryptor.update_into(self._zeros[: 8 * (stop - start)], view[8 * start :])
+        return buf[: 8 * n].view(_WORD).astype(np.uint64, copy=False)
 
 
 class SeededRandomSource(RandomSource):
@@ -135,7 +145,11 @@ def resolve_random_state(random_state: Any) -> RandomSource:
     if isinstance(random_state, RandomSource):
         return random_state
     if isinstance(random_state, bool):
-        raise TypeError("random_state must be None, an int seed, a numpy Generator or a RandomSource")
+        raise TypeError(
+            "random_state must be None, an int seed, a numpy Generator or a RandomSource"
+        )
     if isinstance(random_state, int | np.integer | np.random.SeedSequence | np.random.Generator):
-        return SeededRandomSource(random_state if not isinstance(random_state, np.integer) else int(random_state))
+        return SeededRandomSource(
+            random_state if not isinstance(random_state, np.integer) else int(random_state)
+        )
     raise TypeError("random_state must be None, an int seed, a numpy Generator or a RandomSource")

@@ -7,11 +7,13 @@ On disk a release is a directory::
 
     manifest.json                  what this is: kind, schema, metadata, table files, state
     <table>-<token>.parquet        the noisy tables
-    report.md                      a short human-readable report
+    report.md                      a short human-readable report (derived from the manifest)
 
 :meth:`Release.save` is atomic: the tables go to new file names, then the manifest is replaced in
-one ``os.replace``; only then are the files of any earlier release in the directory removed. A
-crash at any point leaves either the earlier release or the new one, whole.
+one ``os.replace`` (the commit point); then the report is written and the files of any earlier
+release in the directory are removed. A crash at any point leaves either the earlier release or
+the new one, whole (a crash right after the commit can leave the earlier report beside it; the
+report names its release id).
 """
 
 from __future__ import annotations
@@ -213,8 +215,8 @@ class Release(ABC):
             "tables": files,
             "state": self.state(),
         }
-        write_atomic(out / REPORT, ("\n".join(self.report_lines()) + "\n").encode())
         write_atomic(out / MANIFEST, json.dumps(_jsonable(manifest), indent=2).encode())
+        write_atomic(out / REPORT, ("\n".join(self.report_lines()) + "\n").encode())
         keep = set(files.values()) | {MANIFEST, REPORT}
         for stale in out.glob("*.parquet"):
             if stale.name not in keep:

@@ -1,0 +1,39 @@
+"""Implicit linear operators and Gram-matrix solves (shared by the linear-query mechanisms).
+
+- :mod:`dpcube.linalg.operators`: identity, total, prefix, explicit (sparse/dense), weighted,
+  vertical stack, sum and Kronecker operators with products both ways, Gram matrices and column
+  L1/L2 norms (sensitivities);
+- :mod:`dpcube.linalg.solve`: :class:`GramSolver` (Cholesky, pseudo-inverse, per-axis Kronecker)
+  and :func:`least_squares`.
+"""
+
+from dpcube.linalg.operators import (
+    Explicit,
+    Identity,
+    Kronecker,
+    LinearOperator,
+    Prefix,
+    Sum,
+    Total,
+    VStack,
+    Weighted,
+    box_rows,
+    kron_matvec,
+)
+from dpcube.linalg.solve import GramSolver, least_squares
+
+__all__ = [
+    "Explicit",
+    "GramSolver",
+    "Identity",
+    "Kronecker",
+    "LinearOperator",
+    "Prefix",
+    "Sum",
+    "Total",
+    "VStack",
+    "Weighted",
+    "box_rows",
+    "kron_matvec",
+    "least_squares",
+]

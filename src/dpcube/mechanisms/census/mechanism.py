@@ -1,0 +1,391 @@
+"""CensusHierarchy: consistent, valid, faithful group-size releases (Fioretto, Van Hentenryck, Zhu).
+
+``method`` picks the mechanism of spec section 2 (all share the budget split epsilon / L):
+
+=============  ==================  ================================  =========
+method         noise               post-processing                   exact?
+=============  ==================  ================================  =========
+``dp``         n^r, Delta 2        M_DP tree DP + slope merge        Model 1
+``cdp``        see ``noise_mode``  M_CDP chain (corrected rule)      Model 3
+``cdp_approx`` Gamma(n^r), Delta 1 isotonic + round, then M_DP       approx.
+``qp``         n^r, Delta 2        relaxed Model 1 QP (HiGHS), rint  no (#CV)
+``qp_cumulative`` Gamma(n^r)       relaxed Model 2 QP (HiGHS), rint  no (#CV)
+``topdown``    n^r, Delta 2        TopDown (spec 2.9)                feasible
+=============  ==================  ================================  =========
+
+The privacy story (neighbours, sensitivities, noise modes) is in
+:mod:`dpcube.mechanisms.census.privacy`. ``noise_mode="as_published"`` is the paper's M_CDP noise
+as printed and is NOT epsilon-DP; its releases say so in their metadata and report, and it
+cannot be charged to a budget ledger.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dpcube.errors import BudgetError, DataError
+from dpcube.histogram import Histogram
+from dpcube.mechanisms.base import Mechanism, SensitivityClaim
+from dpcube.mechanisms.census import privacy as P
+from dpcube.mechanisms.census.baselines import relaxed_cumulative, relaxed_hierarchical, topdown
+from dpcube.mechanisms.census.chain import (
+    chain_isotonic,
+    chain_objective,
+    counts_from_levels,
+    level_chain_values,
+)
+from dpcube.mechanisms.census.cumulative import approx_counts, gamma
+from dpcube.mechanisms.census.dp import noise_half_width, solve_tree, tail_half_width
+from dpcube.mechanisms.census.hierarchy import RegionHierarchy
+from dpcube.mechanisms.census.release import CensusRelease
+from dpcube.mechanisms.census.table import GroupSizeTable
+from dpcube.privacy.ledger import BudgetLedger
+from dpcube.privacy.neighbours import Neighbour
+from dpcube.privacy.random import RandomSource
+from dpcube.release.base import Release, ReleaseMetadata
+from dpcube.schema import Nominal, Schema
+
+METHODS = ("dp", "cdp", "cdp_approx", "qp", "qp_cumulative", "topdown")
+#: Top code of the tiny "units histogram" form used by the conformance suite (see units_table).
+UNITS_MAX_SIZE = 3
+
+
+def units_table(
+    schema: Schema, counts: NDArray[Any], max_size: int = UNITS_MAX_SIZE
+) -> GroupSizeTable:
+    """A group-size table from a histogram over units (the conformance suite's tiny form).
+
+    The schema has one nominal attribute whose hierarchy is nation -> ... -> leaf region -> unit;
+    each unit's count is the number of its members besides a public reference person, so the
+    group size is min(1 + count, max_size) (top-coded). Adding or removing one histogram record is
+    then exactly the census neighbour: one individual joins or leaves an existing group.
+    """
+    attr = next(
+        (a for a in schema.attributes if isinstance(a, Nominal) and a.hierarchy is not None), None
+    )
+    if attr is None or attr.hierarchy is None:
+        raise DataError(
+            "a units histogram needs a nominal attribute whose hierarchy is regions -> units"
+        )
+    tree = attr.hierarchy
+    parents: dict[str, str | None] = {tree.root: None}
+    unit_region: dict[str, str] = {}
+    for parent, kids in tree.children.items():
+        for kid in kids:
+            if kid in tree.children:
+                parents[kid] = parent
+            else:
+                unit_region[kid] = parent
+    h = RegionHierarchy.from_parents(parents)
+    sizes = np.minimum(1 + np.asarray(counts, dtype=np.int64).ravel(), max_size)
+    leaf = np.zeros((h.level_sizes[-1], max_size), dtype=np.int64)
+    start = h.leaves.start
+    for unit, size in zip(attr.categories, sizes, strict=True):
+        leaf[h.index[unit_region[unit]] - start, size - 1] += 1
+    return GroupSizeTable(h, h.aggregate(leaf), top_coded=True)
+
+
+class CensusHierarchy(Mechanism):
+    """Group-size counts for every region of a hierarchy, integer, consistent and faithful.
+
+    >>> from dpcube.privacy import NO_NOISE
+    >>> h = RegionHierarchy.from_parents({"GA": "US", "NY": "US"})
+    >>> t = GroupSizeTable(h, h.aggregate(np.array([[2, 0, 1], [1, 1, 1]])))
+    >>> r = CensusHierarchy(1.0, method="dp").release(t, random_state=NO_NOISE)
+    >>> r.answer({"region": "GA", "size": [1, 2]}), r.answer({})
+    (2.0, 6.0)
+    """
+
+    name = "census-hierarchy"
+    neighbours = (Neighbour.ADD_REMOVE, Neighbour.REPLACE)
+
+    def __init__(
+        self,
+        epsilon: float,
+        method: str = "cdp",
+        noise_mode: str = "private_postprocessed",
+        neighbour: str = "add_remove",
+        half_width: int | None = None,
+        domain_c: float = 3.0,
+        qp_time_limit: float = 1800.0,
+    ) -> None:
+        super().__init__(epsilon, None, neighbour)
+        if method not in METHODS:
+            raise BudgetError(f"method must be one of {', '.join(METHODS)}; got {method!r}")
+        self.method = method
+        self.noise_mode = P.check_noise_mode(noise_mode)
+        if noise_mode != "private_postprocessed" and method != "cdp":
+            raise BudgetError(f"noise_mode={noise_mode!r} applies to method='cdp' only")
+        self.half_width = half_width
+        self.domain_c = float(domain_c)
+        self.qp_time_limit = float(qp_time_limit)
+
+    # -- privacy -------------------------------------------------------------------------------
+    def _measurements(self, level_sizes: tuple[int, ...]) -> list[dict[str, Any]]:
+        return list(
+            P.accounting(self.method, self.noise_mode, self.epsilon, level_sizes, self.neighbour)[
+                "levels"
+            ]
+        )
+
+    def sensitivity_claims(self, schema: Schema) -> list[SensitivityClaim]:
+        """Per level, the measurement the noise is drawn on, over a units histogram (:func:`units_table`)."""
+        h = units_table(schema, np.zeros(schema.shape, np.int64)).hierarchy
+        claims = []
+        for m in self._measurements(h.level_sizes):
+            level, meas = int(m["level"]), str(m["measurement"])
+
+            def f(
+                x: NDArray[np.int64], level: int = level, meas: str = meas
+            ) -> NDArray[np.float64]:
+                t = units_table(schema, x)
+                if meas == "group_sizes":
+                    v = t.counts[t.hierarchy.level_slice(level)]
+                elif meas == "cumulative":
+                    v = gamma(t.counts[t.hierarchy.level_slice(level)])
+                else:
+                    v = level_chain_values(t.hierarchy, t.counts)[level - 1]
+                return np.asarray(v, dtype=np.float64).ravel()
+
+            claims.append(
+                SensitivityClaim(f"level{level}_{meas}", f, "l1", float(m["sensitivity"]))
+            )
+        return claims
+
+    @classmethod
+    def conformance_cases(cls) -> list[Any]:
+        from dpcube.testing.conformance import Case
+
+        schema = Schema.from_dict(
+            {
+                "attributes": [
+                    {
+                        "name": "unit",
+                        "kind": "nominal",
+                        "hierarchy": {
+                            "GA": {"G1": ["u1", "u2"], "G2": ["u3"]},
+                            "NY": {"N1": ["u4", "u5", "u6"]},
+                        },
+                    }
+                ]
+            }
+        )
+        queries: list[dict[str, Any]] = [
+            {},
+            {"region": "GA", "size": [1, 2]},
+            {"region": "N1", "size": 3},
+            {"region": "G2"},
+            {"region": "*", "size": [2, 3]},
+        ]
+
+        def truth(hist: Histogram, qs: Any) -> NDArray[np.float64]:
+            t = units_table(hist.schema, hist.counts)
+            cum = np.concatenate(
+                [np.zeros((t.hierarchy.size, 1), np.int64), np.cumsum(t.counts, axis=1)], axis=1
+            )
+            out = []
+            for q in qs:
+                r = t.hierarchy.region_index(q.get("region", "*"))
+                size = q.get("size", [1, UNITS_MAX_SIZE])
+                lo, hi = (size, size) if isinstance(size, int) else size
+                out.append(cum[r, hi] - cum[r, lo - 1])
+            return np.array(out, dtype=np.float64)
+
+        def prepare(hist: Histogram) -> GroupSizeTable:
+            return units_table(hist.schema, hist.counts)
+
+        def _maker(method: str) -> Callable[[str], CensusHierarchy]:
+            return lambda n: cls(0.5, method=method, neighbour=n)
+
+        cases = []
+        for method in ("dp", "cdp", "cdp_approx", "topdown", "qp", "qp_cumulative"):
+            cases.append(
+                Case(
+                    f"census-{method}",
+                    schema,
+                    _maker(method),
+                    queries,
+                    prepare=prepare,
+                    truth=truth,
+                )
+            )
+        cases.append(
+            Case(
+                "census-cdp-calibrated",
+                schema,
+                lambda n: cls(0.5, method="cdp", noise_mode="private_calibrated", neighbour=n),
+                queries,
+                prepare=prepare,
+                truth=truth,
+            )
+        )
+        return cases
+
+    # -- command line ---------------------------------------------------------------------------
+    @classmethod
+    def add_cli_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--group-by",
+            dest="group_by",
+            metavar="UNIT",
+            help="census-hierarchy: the unit (group) id column",
+        )
+        parser.add_argument(
+            "--region",
+            dest="region",
+            metavar="REGIONCOL",
+            help="census-hierarchy: the leaf-region column",
+        )
+        parser.add_argument(
+            "--hierarchy",
+            dest="hierarchy",
+            metavar="FILE",
+            help="census-hierarchy: region,parent table (CSV/Parquet) or JSON tree",
+        )
+        parser.add_argument(
+            "--max-size",
+            dest="max_size",
+            type=int,
+            metavar="K",
+            help="census-hierarchy: the largest group size k",
+        )
+        parser.add_argument(
+            "--top-code",
+            dest="top_code",
+            action="store_true",
+            help="census-hierarchy: count groups above K in the 'K or more' bin",
+        )
+
+    @classmethod
+    def from_cli(cls, args: argparse.Namespace, params: dict[str, Any]) -> Mechanism:
+        return cls(
+            epsilon=args.epsilon, neighbour=getattr(args, "neighbour", "add_remove"), **params
+        )
+
+    @classmethod
+    def cli_data(cls, args: argparse.Namespace, schema: Schema | None) -> Any:
+        missing = [
+            flag
+            for flag, key in (
+                ("--group-by", "group_by"),
+                ("--region", "region"),
+                ("--hierarchy", "hierarchy"),
+                ("--max-size", "max_size"),
+            )
+            if getattr(args, key, None) is None
+        ]
+        if missing:
+            raise DataError(f"--mechanism census-hierarchy needs {' '.join(missing)}")
+        from dpcube.mechanisms.census.table import group_sizes
+
+        return group_sizes(
+            args.data,
+            unit=args.group_by,
+            region=args.region,
+            hierarchy=args.hierarchy,
+            max_size=args.max_size,
+            top_code=bool(getattr(args, "top_code", False)),
+        )
+
+    # -- releasing ------------------------------------------------------------------------------
+    def prepare(self, data: Any) -> GroupSizeTable:
+        if not isinstance(data, GroupSizeTable):
+            raise DataError(
+                "CensusHierarchy.release needs a dpcube.GroupSizeTable; build one with "
+                "dpcube.group_sizes(source, unit=..., region=..., hierarchy=..., max_size=k)"
+            )
+        return data
+
+    def release(
+        self, data: Any, random_state: Any = None, *, ledger: BudgetLedger | None = None
+    ) -> Release:
+        if ledger is not None and self.noise_mode == "as_published":
+            raise BudgetError(
+                "noise_mode='as_published' is not epsilon-DP (spec 2.8) and cannot be charged to a ledger"
+            )
+        return super().release(data, random_state, ledger=ledger)
+
+    def _window(self, alpha: float, nodes: int) -> int:
+        if self.half_width is not None:
+            return int(self.half_width)
+        return max(noise_half_width(alpha, self.domain_c), tail_half_width(alpha, nodes))
+
+    def _release(
+        self, data: GroupSizeTable, source: RandomSource, metadata: ReleaseMetadata
+    ) -> CensusRelease:
+        h, G = data.hierarchy, data.groups
+        L, k = h.levels, data.max_size
+        acct = P.accounting(
+            self.method, self.noise_mode, self.epsilon, h.level_sizes, self.neighbour
+        )
+        info: dict[str, Any] = {}
+        t0 = time.perf_counter()
+        if self.method in ("dp", "qp", "topdown"):
+            noisy, info = P.noisy_counts(data, self.epsilon, source, self.neighbour)
+            t1 = time.perf_counter()
+            if self.method == "dp":
+                alpha = math.exp(-self.epsilon / (L * P.vector_sensitivity(self.neighbour)))
+                sol = solve_tree(h, noisy, G, self._window(alpha, h.size * k))
+                values, info["objective"], info["half_width"] = (
+                    sol.values,
+                    sol.objective,
+                    sol.half_width,
+                )
+            elif self.method == "qp":
+                values, qp = relaxed_hierarchical(
+                    h, noisy.astype(np.float64), G, self.qp_time_limit
+                )
+                info["solver_status"] = qp.status
+            else:
+                values = topdown(h, noisy.astype(np.float64), G)
+        elif self.method in ("cdp_approx", "qp_cumulative"):
+            cum, info = P.noisy_cumulative(data, self.epsilon, source, self.neighbour)
+            t1 = time.perf_counter()
+            if self.method == "cdp_approx":
+                alpha = math.exp(-self.epsilon / (L * P.cumulative_sensitivity(self.neighbour)))
+                sol = solve_tree(
+                    h, approx_counts(cum.astype(np.float64)), G, self._window(alpha, h.size * k)
+                )
+                values, info["objective"], info["half_width"] = (
+                    sol.values,
+                    sol.objective,
+                    sol.half_width,
+                )
+            else:
+                values, qp = relaxed_cumulative(h, cum.astype(np.float64), G, self.qp_time_limit)
+                info["solver_status"] = qp.status
+        else:
+            chain, info = P.noisy_chain(data, self.epsilon, source, self.neighbour, self.noise_mode)
+            t1 = time.perf_counter()
+            levels = chain_isotonic(h, chain, G)
+            values = counts_from_levels(h, levels)
+            info["objective"] = chain_objective(levels, chain)
+        t2 = time.perf_counter()
+        info.update(
+            distribution="discrete_laplace",
+            noise_mode=self.noise_mode,
+            private=acct["private"],
+            epsilon_spent=acct["epsilon_spent"],
+            noise_seconds=t1 - t0,
+            postprocess_seconds=t2 - t1,
+        )
+        metadata.noise = {
+            key: (v if not isinstance(v, np.ndarray) else v.tolist()) for key, v in info.items()
+        }
+        metadata.sensitivity = {
+            f"level{m['level']}_{m['measurement']}": float(m["sensitivity"]) for m in acct["levels"]
+        }
+        if not acct["private"]:
+            metadata.report["WARNING"] = (
+                f"NOT epsilon-DP: noise_mode='as_published' spends epsilon = {acct['epsilon_spent']:.6g}, not {self.epsilon}"
+            )
+        return CensusRelease(
+            metadata, h, values, G, private=bool(acct["private"]), top_coded=data.top_coded
+        )

@@ -1,0 +1,490 @@
+"""The DP data cube mechanism (Ding, Winslett, Han, Li, SIGMOD 2011; spec sections 2-6, 8.2).
+
+Framework K_part (spec 2.3): measure a set L_pre of cuboids (chosen by ``method``), add
+independent noise to every cell of each, compute every published cuboid from its least-noisy
+measured superset (level-wise, spec 2.3), optionally enforce consistency (spec 5).
+
+Privacy. Each record adds 1 to exactly one cell of every cuboid, so the vector of the exact
+counts of s cuboids has L1 sensitivity exactly s under ``add_remove`` neighbours; under
+``replace`` one cell of each cuboid loses 1 and another gains 1, so it is 2s (attained when the
+two records differ on every dimension; a cuboid with a single cell, such as the total, never
+changes, so then the bound 2s is safe but not tight). Uniform budgets add discrete Laplace noise of
+scale ``Delta / epsilon`` to every cell (epsilon-DP, the discrete Laplace mechanism). Non-uniform
+budgets (``budget="optimal"``) measure cuboid j alone with sensitivity 1 (2 under replace) and
+budget ``epsilon_j``, ``sum epsilon_j = epsilon`` (sequential composition). Aggregation and
+consistency read only the noisy cells: post-processing.
+
+Methods: ``"all"`` (K_all, L_pre = the published cuboids), ``"base"`` (K_base), ``"bmax"``
+(Algorithm 1), ``"pmost"`` (Algorithm 2 with ``theta0 = theta0 * theta'``, theta' = BMax's bound).
+Consistency: ``None``, ``"l2"`` (exact weighted least squares; BLUE), ``"l1"`` / ``"linf"`` (LPs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dpcube.errors import BudgetError, DataError, QueryError
+from dpcube.histogram import Histogram
+from dpcube.mechanisms.base import Mechanism, SensitivityClaim
+from dpcube.mechanisms.datacube.consistency import l2_consistent, l2_variance, lp_consistent
+from dpcube.mechanisms.datacube.counting import counts_from_histogram, counts_from_source
+from dpcube.mechanisms.datacube.geometry import CubeGeometry
+from dpcube.mechanisms.datacube.lattice import Lattice, best_sources, parse_publish, rollup, shape
+from dpcube.mechanisms.datacube.release import CuboidRelease
+from dpcube.mechanisms.datacube.selection import (
+    Coverage,
+    Selection,
+    allocate,
+    allocated_bound,
+    bound_max_variance,
+    optimal_budgets,
+    publish_most,
+)
+from dpcube.privacy.neighbours import Neighbour
+from dpcube.privacy.random import RandomSource
+from dpcube.privacy.samplers import add_discrete_laplace
+from dpcube.release.base import ReleaseMetadata
+from dpcube.schema import Schema
+
+METHODS = ("all", "base", "bmax", "pmost")
+CONSISTENCY = (None, "l2", "l1", "linf")
+BUDGETS = ("uniform", "optimal")
+
+
+@dataclass(frozen=True)
+class CubeSource:
+    """A DuckDB-readable data source (path, DataFrame, Arrow table, relation, :class:`dpcube.SQL`) with
+    its schema: :class:`DataCube` counts only the measured cuboids, with GROUPING SETS."""
+
+    source: Any
+    schema: Schema
+    on_out_of_domain: str = "error"
+
+    @property
+    def report(self) -> dict[str, Any]:
+        return {}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a DataCube measures for a schema: independent of the data and of epsilon."""
+
+    geometry: CubeGeometry
+    published: tuple[int, ...]
+    selection: Selection
+
+
+def select(
+    lattice: Lattice,
+    published: list[int],
+    method: str,
+    theta0: float = 0.5,
+    budget: str = "uniform",
+) -> Selection:
+    """The measured cuboids and budget shares of a method (spec section 6).
+
+    >>> lat = Lattice((2, 7, 5))
+    >>> [lat.label(c) for c in select(lat, list(range(8)), "pmost", theta0=40 / 64).sources]
+    ['C111', 'C101']
+    """
+    if method == "all":  # every cuboid its own source: 2 |L|^2 (Theorem 2)
+        n = len(published)
+        sel = Selection(
+            tuple(published), Fraction(2 * n * n), tuple(Fraction(1, n) for _ in published)
+        )
+    elif method == "base":  # 2 deg(C) (Theorem 3)
+        bound = Fraction(2 * max(lattice.deg(c) for c in published))
+        sel = Selection((lattice.base,), bound, (Fraction(1),))
+    else:
+        bmax = bound_max_variance(lattice, published)
+        if method == "bmax":
+            if budget == "optimal":
+                return optimal_budgets(lattice, published, bmax)
+            return bmax
+        sel = publish_most(
+            lattice, published, Fraction(theta0).limit_denominator(10**6) * bmax.bound_u
+        )
+        sel.info["theta_prime_u"] = bmax.bound_u
+    if budget == "optimal":
+        cov = Coverage(lattice, published)
+        sources, shares = allocate(cov, sel.sources)
+        info = dict(sel.info, uniform_bound_u=sel.bound_u)
+        return Selection(
+            sources, allocated_bound(cov, sources, shares), shares, sel.theta_star_u, info
+        )
+    return sel
+
+
+class DataCube(Mechanism):
+    """Differentially private data cube: publish cuboids (marginal count tables).
+
+    >>> from dpcube import Schema, Histogram
+    >>> from dpcube.privacy import NO_NOISE
+    >>> s = Schema.from_dict({"attributes": [{"name": n, "kind": "nominal", "categories": ["0", "1"]}
+    ...                                      for n in "ab"]})
+    >>> r = DataCube(1.0, method="bmax", consistency="l2").release(Histogram(s, [[1, 2], [3, 4]]),
+    ...                                                              random_state=NO_NOISE)
+    >>> r.cuboid(["b"]).tolist(), r.answer({"a": "1"})
+    ([4.0, 6.0], 7.0)
+    """
+
+    name = "datacube"
+    neighbours = (Neighbour.ADD_REMOVE, Neighbour.REPLACE)
+
+    def __init__(
+        self,
+        epsilon: float,
+        method: str = "bmax",
+        consistency: str | None = None,
+        publish: Any = "all",
+        neighbour: str = "add_remove",
+        theta0: float = 0.5,
+        budget: str = "uniform",
+        nonnegative: bool = False,
+        integral: bool = False,
+    ) -> None:
+        super().__init__(epsilon, None, neighbour)
+        if method not in METHODS:
+            raise BudgetError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+        if consistency == "none":
+            consistency = None
+        if consistency not in CONSISTENCY:
+            raise BudgetError(
+                f"consistency must be None, 'l2', 'l1' or 'linf', got {consistency!r}"
+            )
+        if budget not in BUDGETS:
+            raise BudgetError(f"budget must be 'uniform' or 'optimal', got {budget!r}")
+        if not (isinstance(theta0, int | float) and 0 < theta0):
+            raise BudgetError(
+                f"theta0 is a positive fraction of BMax's bound theta' (e.g. 0.5), got {theta0!r}"
+            )
+        self.method = method
+        self.consistency = consistency
+        self.publish = publish
+        self.theta0 = float(theta0)
+        self.budget = budget
+        self.nonnegative = bool(nonnegative)
+        self.integral = bool(integral)
+        self._plans: dict[str, Plan] = {}
+
+    # -- planning (data independent) -----------------------------------------------------------
+    def plan(self, schema: Schema) -> Plan:
+        """The published cuboids and the selection for ``schema`` (cached)."""
+        key = json.dumps(schema.to_dict(), sort_keys=True)
+        if key not in self._plans:
+            geo = CubeGeometry(schema)
+            published = parse_publish(self.publish, geo.names)
+            sel = select(geo.lattice, published, self.method, self.theta0, self.budget)
+            self._plans[key] = Plan(geo, tuple(published), sel)
+        return self._plans[key]
+
+    @property
+    def unit(self) -> int:
+        """L1 sensitivity of one cuboid: 1 (add_remove) or 2 (replace)."""
+        return int(Neighbour(self.neighbour).histogram_sensitivity("l1"))
+
+    def sensitivity_claims(self, schema: Schema) -> list[SensitivityClaim]:
+        plan = self.plan(schema)
+        lat = plan.geometry.lattice
+        shape_all = shape(lat, lat.base)
+
+        def counts_of(masks: tuple[int, ...]) -> Any:
+            def function(x: NDArray[np.int64]) -> NDArray[np.float64]:
+                base = np.asarray(x).reshape(shape_all)
+                return np.concatenate([rollup(base, lat.base, m).ravel() for m in masks]).astype(
+                    np.float64
+                )
+
+            return function
+
+        def tight(masks: tuple[int, ...]) -> bool:
+            return self.unit == 1 or all(lat.cells(m) > 1 for m in masks)
+
+        sources = plan.selection.sources
+        if self.budget == "uniform":
+            return [
+                SensitivityClaim(
+                    "cuboids",
+                    counts_of(sources),
+                    "l1",
+                    float(self.unit * len(sources)),
+                    tight(sources),
+                )
+            ]
+        names = plan.geometry.attributes
+        return [
+            SensitivityClaim(
+                f"cuboid({','.join(names(m))})",
+                counts_of((m,)),
+                "l1",
+                float(self.unit),
+                tight((m,)),
+            )
+            for m in sources
+        ]
+
+    # -- input ---------------------------------------------------------------------------------
+    def prepare(self, data: Any) -> Histogram | CubeSource:
+        if isinstance(data, Histogram | CubeSource):
+            return data
+        if isinstance(data, tuple) and len(data) == 2 and isinstance(data[1], Schema):
+            return CubeSource(data[0], data[1])
+        raise DataError(
+            "DataCube.release needs a dpcube.Histogram, a CubeSource(source, schema) or a tuple "
+            "(source, schema) of a DuckDB-readable source and its schema"
+        )
+
+    def _true_counts(
+        self, data: Histogram | CubeSource, plan: Plan
+    ) -> tuple[dict[int, NDArray[np.int64]], dict[str, Any]]:
+        sources = list(plan.selection.sources)
+        if isinstance(data, Histogram):
+            return counts_from_histogram(plan.geometry, data, sources), dict(data.report)
+        return counts_from_source(plan.geometry, data.source, sources, data.on_out_of_domain)
+
+    # -- releasing -----------------------------------------------------------------------------
+    def _release(
+        self, data: Histogram | CubeSource, source: RandomSource, metadata: ReleaseMetadata
+    ) -> CuboidRelease:
+        plan = self.plan(data.schema)
+        sel = plan.selection
+        true, report = self._true_counts(data, plan)
+        metadata.report.update(report)
+        noisy, variances, scales = measure(true, sel, self.epsilon, self.unit, self.budget, source)
+        est = estimate(
+            plan.geometry.lattice,
+            noisy,
+            variances,
+            list(plan.published),
+            self.consistency,
+            self.nonnegative,
+        )
+        cuboids, cell_var, mode = est.cuboids, est.cell_variances, est.mode
+        if self.nonnegative or self.integral:
+            cuboids = {
+                m: postprocess(a, self.nonnegative, self.integral) for m, a in cuboids.items()
+            }
+            cell_var = {m: float("nan") for m in cuboids}
+            mode = "unknown"
+        names = plan.geometry.attributes
+        metadata.noise = {
+            "distribution": "discrete_laplace",
+            "measured": [list(names(m)) for m in sel.sources],
+            "scales": [scales[m] for m in sel.sources],
+            "cell_variances": [variances[m] for m in sel.sources],
+            "budget_shares": [float(s) for s in sel.shares],
+            "selection_bound_theta_eps2": float(sel.bound_u),
+            "consistency": self.consistency,
+        }
+        return CuboidRelease(
+            data.schema,
+            metadata,
+            cuboids,
+            sel.sources,
+            [variances[m] for m in sel.sources],
+            cell_var,
+            mode,
+            max(est.bounds.values()),
+        )
+
+    # -- command line ----------------------------------------------------------------------------
+    @classmethod
+    def add_cli_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        group = parser.add_argument_group("datacube (--mechanism datacube)")
+        group.add_argument(
+            "--method", default=None, choices=METHODS, help="cuboid selection (default bmax)"
+        )
+        group.add_argument(
+            "--publish", default=None, help="cuboids to publish: all | k=2 | a,b;b,c (default all)"
+        )
+        group.add_argument(
+            "--consistency", default=None, choices=["none", "l2", "l1", "linf"], help="default none"
+        )
+
+    @classmethod
+    def from_cli(cls, args: argparse.Namespace, params: dict[str, Any]) -> DataCube:
+        if getattr(args, "delta", None):
+            raise BudgetError("the datacube mechanism is pure epsilon-DP; drop --delta")
+        kwargs: dict[str, Any] = dict(params)
+        for flag in ("method", "publish", "consistency"):
+            value = getattr(args, flag, None)
+            if value is not None:
+                kwargs[flag] = value
+        try:
+            return cls(epsilon=args.epsilon, neighbour=args.neighbour, **kwargs)
+        except TypeError as exc:
+            raise QueryError(f"datacube: bad --param ({exc})") from None
+
+    @classmethod
+    def cli_data(cls, args: argparse.Namespace, schema: Schema | None) -> Any:
+        from dpcube.errors import SchemaError
+
+        if schema is None:
+            raise SchemaError("--mechanism datacube needs --schema")
+        return CubeSource(args.data, schema, getattr(args, "on_out_of_domain", "error"))
+
+    # -- conformance -----------------------------------------------------------------------------
+    @classmethod
+    def conformance_cases(cls) -> list[Any]:
+        from dpcube.testing.conformance import Case
+
+        schema = Schema.from_dict(
+            {
+                "attributes": [
+                    {"name": "a", "kind": "ordinal", "range": [0, 2], "width": 1},
+                    {"name": "b", "kind": "nominal", "categories": ["x", "y"]},
+                    {"name": "c", "kind": "nominal", "hierarchy": {"p": ["p1", "p2"], "q": None}},
+                ]
+            }
+        )
+        queries: list[dict[str, Any]] = [
+            {},
+            {"a": [0, 1]},
+            {"b": "y"},
+            {"a": [1, 2], "c": "p"},
+            {"a": [2, 2], "b": "x", "c": "q"},
+        ]
+        pair: list[dict[str, Any]] = [{}, {"a": [0, 1]}, {"a": [1, 1], "b": "y"}, {"b": "x"}]
+        return [
+            Case("datacube-bmax", schema, lambda n: cls(1.0, neighbour=n), queries),
+            Case(
+                "datacube-all-l2",
+                schema,
+                lambda n: cls(2.0, method="all", consistency="l2", neighbour=n),
+                queries,
+            ),
+            Case(
+                "datacube-pmost-l2",
+                schema,
+                lambda n: cls(1.0, method="pmost", consistency="l2", neighbour=n),
+                queries,
+            ),
+            Case("datacube-base", schema, lambda n: cls(0.5, method="base", neighbour=n), queries),
+            Case(
+                "datacube-bmax-l1",
+                schema,
+                lambda n: cls(1.0, consistency="l1", neighbour=n),
+                queries,
+            ),
+            Case(
+                "datacube-bmax-linf",
+                schema,
+                lambda n: cls(1.0, consistency="linf", neighbour=n),
+                queries,
+            ),
+            Case(
+                "datacube-k1-optimal",
+                schema,
+                lambda n: cls(
+                    1.0,
+                    publish=[("a", "b"), ("b",), ()],
+                    budget="optimal",
+                    consistency="l2",
+                    neighbour=n,
+                ),
+                pair,
+            ),
+        ]
+
+
+def postprocess(
+    array: NDArray[np.float64], nonnegative: bool, integral: bool
+) -> NDArray[np.float64]:
+    """Optional post-processing after consistency (spec A15): clamp at 0, then round to integers.
+
+    Both keep the guarantee (they read only released values) but make the estimate biased, break
+    exact consistency (except LP non-negativity, which is a constraint of the LP) and make the
+    variance unknown.
+
+    >>> postprocess(np.array([-1.4, 2.6]), True, True).tolist()
+    [0.0, 3.0]
+    """
+    out = np.maximum(array, 0.0) if nonnegative else array
+    return np.rint(out) if integral else out
+
+
+def measure(
+    true: dict[int, NDArray[np.int64]],
+    selection: Selection,
+    epsilon: float,
+    unit: int,
+    budget: str,
+    source: RandomSource,
+) -> tuple[dict[int, NDArray[np.int64]], dict[int, float], dict[int, float]]:
+    """Noise on every cell of every measured cuboid (K_part, first loop; spec 2.3).
+
+    Uniform budgets: discrete Laplace of scale ``unit * s / epsilon`` on every cell (sensitivity
+    ``unit * s``, ``unit`` = 1 or 2 by neighbour notion). Non-uniform: scale ``unit / epsilon_j``
+    with ``epsilon_j = share_j * epsilon``. Returns the noisy cuboids, their exact per-cell noise
+    variances and the realised scales.
+    """
+    noisy: dict[int, NDArray[np.int64]] = {}
+    variances: dict[int, float] = {}
+    scales: dict[int, float] = {}
+    for mask, share in zip(selection.sources, selection.shares, strict=True):
+        if budget == "uniform":
+            scale = unit * len(selection.sources) / epsilon
+        else:
+            scale = unit / (epsilon * float(share))
+        noisy[mask], draw = add_discrete_laplace(true[mask], scale, source)
+        variances[mask] = float(draw.variance)
+        scales[mask] = float(draw.scale)
+    return noisy, variances, scales
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Published cuboids (lattice layout), their per-cell variances, the variance model, and the
+    per-cell variance of the inconsistent K_part estimate (``bounds``, eq. 2)."""
+
+    cuboids: dict[int, NDArray[np.float64]]
+    cell_variances: dict[int, float]
+    mode: str
+    bounds: dict[int, float]
+
+
+def estimate(
+    lattice: Lattice,
+    noisy: dict[int, NDArray[np.int64]],
+    variances: dict[int, float],
+    published: list[int],
+    consistency: str | None,
+    nonnegative: bool = False,
+) -> Estimate:
+    """The published cuboids from the noisy measured ones: K_part aggregation (no consistency),
+    L2 consistency with weights ``1 / Var`` (exact variances), or the L1 / L-infinity LPs."""
+    best = best_sources(lattice, {m: Fraction(v) for m, v in variances.items()}, published)
+    bounds = {m: float(best[m][0]) for m in published}
+    if consistency is None:
+        return Estimate(aggregate(noisy, best, published), dict(bounds), "sources", bounds)
+    weights = {m: 1.0 / v for m, v in variances.items()}
+    if consistency == "l2":
+        cuboids = l2_consistent(lattice, noisy, weights, published)
+        return Estimate(
+            cuboids, {m: l2_variance(lattice, weights, m) for m in published}, "l2", bounds
+        )
+    cuboids = lp_consistent(lattice, noisy, weights, published, consistency, nonnegative)
+    return Estimate(cuboids, {m: float("nan") for m in published}, "unknown", bounds)
+
+
+def aggregate(
+    noisy: dict[int, NDArray[np.int64]], best: dict[int, tuple[Fraction, int]], published: list[int]
+) -> dict[int, NDArray[np.float64]]:
+    """K_part aggregation (spec 2.3): each cuboid summed (exactly, in integers) from the parent the
+    level-wise programme :func:`best_sources` chose."""
+    memo: dict[int, NDArray[np.int64]] = dict(noisy)
+
+    def compute(mask: int) -> NDArray[np.int64]:
+        if mask not in memo:
+            parent = best[mask][1]
+            memo[mask] = np.asarray(rollup(compute(parent), parent, mask))
+        return memo[mask]
+
+    return {m: compute(m).astype(np.float64) for m in published}

@@ -1,0 +1,447 @@
+"""The Level Selection Algorithm (LSA; paper §4.1-4.2, Program 4.1, App. D.2; spec §6).
+
+LSA builds a 0/1 strategy out of *levels*: partitions of the grid into axis-aligned boxes, each
+grown top-down by recursive bisection of the whole grid. The strategy is the identity followed by
+the accepted levels, so it is column-uniform with ``‖A‖₂² = s`` (number of levels, identity
+included) and minimal among its equivalents (Thm 3.1).
+
+Semantics (spec §6.4, ``mode="paper"``, the default, which reproduces Example 4.1 exactly): the
+level under construction is evaluated *with* the level included; each bisection pass examines every
+box individually against the current state, and all improving splits are applied at once. A level
+is accepted when ``(s+1)·T_l ≤ s·T``; the run ends at the first rejected level or when ``s ≥ k``.
+Ablation modes (spec §6.4 (a)-(c)): ``"best"`` (one best split per pass), ``"sequential"`` (apply
+each box's best split in turn), ``"all"`` (split every box each pass, improving or not).
+
+Candidate evaluation is exact and fast (spec §6.5, correcting App. D.2 / Errata E7): splitting box
+row v into v₁ + v₂ changes ``X = AᵀA`` by ``−v₁v₂ᵀ − v₂v₁ᵀ``, so with ``Xinv = X⁻¹`` and
+``Z = Xinv G Xinv``::
+
+    a = v₁ᵀXinv v₁,  b = v₁ᵀXinv v₂,  c = v₂ᵀXinv v₂,  za, zb, zc likewise with Z
+    tr(G X_new⁻¹) = tr(G Xinv) − (c·za − 2(b−1)·zb + a·zc) / (a·c − (b−1)²)
+
+and every box sum ``v₁ᵀ M v₂`` is an inclusion–exclusion over the 4^k corners of 2k-dimensional
+prefix sums of M reshaped to ``dims x dims``: O(4^k) a candidate after one O(n³) refactorisation
+per pass (Cholesky inverse and two matrix products; never a matrix inversion per candidate).
+
+>>> from dpcube.mechanisms.matrix.workloads import allrange_gram_1d
+>>> r = lsa(allrange_gram_1d(4), (4,))
+>>> r.levels_count, r.rows_count, r.distinct_count, round(r.error, 6)
+(3, 9, 7, 16.909091)
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.linalg.lapack as lapack
+from numpy.typing import ArrayLike, NDArray
+
+from dpcube.errors import QueryError
+from dpcube.mechanisms.matrix.strategies import Strategy
+from dpcube.mechanisms.matrix.strategies import boxes as boxes_strategy
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+
+MODES = ("paper", "best", "sequential", "all")
+
+#: Consecutive accepted levels that do not lower the error (ties of step 10's ``≤``) after which
+#: the run stops: a tie can open the way to improvements (AllRange(2,2,2,2), spec T27), but a
+#: degenerate workload (e.g. a Gram of rank 1) would otherwise accept tied levels forever.
+MAX_TIES = 2
+
+#: With ``k=None`` a run stops after this many levels even if levels still help: on a rank-deficient
+#: workload Gram the error can keep decreasing geometrically-slowly by repeating a level forever.
+SAFETY_LEVELS = 256
+
+#: Candidates within this relative distance of a box's best are ties, broken towards the lowest
+#: (axis, cut) (spec §6.4 [R]); mirror-image splits differ only by rounding.
+TIE = 1e-10
+
+
+def spd_inverse(x: FloatArray) -> FloatArray:
+    """Inverse of a symmetric positive-definite matrix through its Cholesky factor (LAPACK
+    potrf/potri), symmetrised.
+
+    >>> spd_inverse(np.array([[2.0, 0.0], [0.0, 4.0]])).round(12).tolist()
+    [[0.5, 0.0], [0.0, 0.25]]
+    """
+    c, info = lapack.dpotrf(x, lower=1, clean=0)
+    if info != 0:
+        raise np.linalg.LinAlgError(f"matrix is not positive definite (potrf info {info})")
+    inv, info = lapack.dpotri(c, lower=1)
+    if info != 0:
+        raise np.linalg.LinAlgError(f"potri failed (info {info})")
+    lower = np.tril(inv)
+    return np.asarray(lower + np.tril(inv, -1).T, dtype=np.float64)
+
+
+#: Above this many axes box sums use matrix products instead of 2k-dimensional prefix sums
+#: (whose 4^k corners and (d+1)^{2k} entries explode; spec §6.5).
+MAX_PREFIX_AXES = 3
+
+
+class BoxSums:
+    """Sums of a matrix ``M`` (n x n, cells C-ordered on ``dims``) over products of boxes,
+    ``Σ_{i∈B₁, j∈B₂} M[i, j]``: by 2k-dimensional prefix sums (O(4^k) a pair) for up to
+    :data:`MAX_PREFIX_AXES` axes, by products with box indicators beyond.
+
+    >>> m = np.arange(16.0).reshape(4, 4)
+    >>> float(BoxSums(m, (4,)).pair(np.array([[[0, 1]]]), np.array([[[2, 3]]]))[0])
+    18.0
+    """
+
+    def __init__(self, m: FloatArray, dims: Sequence[int]) -> None:
+        k = len(dims)
+        self.dims = tuple(dims)
+        self.m = m
+        if k > MAX_PREFIX_AXES:
+            return
+        p = np.zeros(tuple(d + 1 for d in dims) * 2)
+        p[(slice(1, None),) * (2 * k)] = m.reshape(*dims, *dims)
+        for axis in range(2 * k):
+            np.cumsum(p, axis=axis, out=p)
+        self.flat = p.ravel()
+        self.strides = np.array(
+            [int(np.prod(p.shape[a + 1 :])) for a in range(2 * k)], dtype=np.int64
+        )
+        corners = np.array(list(itertools.product((0, 1), repeat=2 * k)), dtype=bool)
+        self.corners = corners
+        self.signs = np.where((2 * k - corners.sum(axis=1)) % 2 == 0, 1.0, -1.0)
+
+    def pair(self, b1: IntArray, b2: IntArray) -> FloatArray:
+        """Sums over ``b1[i] x b2[i]`` for boxes of shape (q, k, 2) (inclusive bounds)."""
+        if len(self.dims) > MAX_PREFIX_AXES:
+            v1, v2 = _indicators(b1, self.dims), _indicators(b2, self.dims)
+            return np.asarray(np.einsum("iq,iq->q", v1, self.m @ v2), dtype=np.float64)
+        lo = np.concatenate([b1[:, :, 0], b2[:, :, 0]], axis=1)
+        hi = np.concatenate([b1[:, :, 1], b2[:, :, 1]], axis=1) + 1
+        idx = np.where(self.corners[None, :, :], hi[:, None, :], lo[:, None, :])
+        flat = idx @ self.strides
+        return np.asarray(self.flat[flat] @ self.signs, dtype=np.float64)
+
+
+@dataclass
+class _State:
+    """A level under construction: its boxes, ``X_l⁻¹``, ``Z = X_l⁻¹ G X_l⁻¹`` and ``T_l``."""
+
+    boxes: IntArray
+    xinv: FloatArray
+    z: FloatArray
+    t: float
+
+
+def level_gram(level: IntArray, dims: Sequence[int]) -> FloatArray:
+    """``Σ_{boxes v} v vᵀ`` for a partition (a 0/1 block matrix in cell order).
+
+    >>> level_gram(np.array([[[0, 1]], [[2, 2]]]), (3,)).astype(int).tolist()
+    [[1, 1, 0], [1, 1, 0], [0, 0, 1]]
+    """
+    label = np.empty(tuple(dims), dtype=np.int64)
+    for i, box in enumerate(level):
+        label[tuple(slice(lo, hi + 1) for lo, hi in box)] = i
+    flat = label.ravel()
+    return (flat[:, None] == flat[None, :]).astype(np.float64)
+
+
+def _state(g: FloatArray, xinv: FloatArray, level: IntArray) -> _State:
+    """State from an inverse computed afresh (the per-level recomputation of spec §6.5)."""
+    return _State(level, xinv, xinv @ g @ xinv, float(np.sum(g * xinv)))
+
+
+def _indicators(boxes: IntArray, dims: Sequence[int]) -> FloatArray:
+    """0/1 cell indicators of boxes as columns (n x q)."""
+    u = np.zeros((len(boxes), *dims))
+    for i, box in enumerate(boxes):
+        index: tuple[int | slice, ...] = (i, *(slice(lo, hi + 1) for lo, hi in box))
+        u[index] = 1.0
+    return u.reshape(len(boxes), -1).T
+
+
+def _woodbury(
+    g: FloatArray, st: _State, first: IntArray, second: IntArray, dims: Sequence[int]
+) -> tuple[FloatArray, FloatArray, float]:
+    """Apply r simultaneous splits ``v -> (v₁, v₂)``: ``X_new = X + U C Uᵀ`` with
+    ``U = [V₁ V₂]`` and ``C = [[0, −I], [−I, 0]]`` (= C⁻¹); returns ``(X_new⁻¹, Z_new, T_new)``
+    by Woodbury in O(n²r) (spec §6.5)."""
+    r = len(first)
+    u = np.concatenate([_indicators(first, dims), _indicators(second, dims)], axis=1)
+    c = np.zeros((2 * r, 2 * r))
+    c[:r, r:] = c[r:, :r] = -np.eye(r)
+    rr = st.xinv @ u
+    minv = np.linalg.inv(c + u.T @ rr)
+    s = minv @ rr.T
+    t = st.t - float(np.sum(minv * (u.T @ (st.z @ u))))
+    h = g @ s.T
+    m = st.xinv @ h - 0.5 * rr @ (s @ h)
+    update = rr @ m.T
+    return st.xinv - rr @ s, st.z - update - update.T, t
+
+
+def _candidates(level: IntArray, dims: Sequence[int]) -> tuple[IntArray, IntArray, IntArray]:
+    """Every bisection of every box: (box index, axis, cut) ordered by (box, axis, cut); the cut
+    c puts coordinates ``< c`` in the first half."""
+    box_ids, axes, cuts = [], [], []
+    for axis in range(len(dims)):
+        lo, hi = level[:, axis, 0], level[:, axis, 1]
+        count = hi - lo
+        total = int(count.sum())
+        if total == 0:
+            continue
+        ids = np.repeat(np.arange(len(level)), count)
+        start = np.cumsum(count) - count
+        offset = np.arange(total) - np.repeat(start, count)
+        box_ids.append(ids)
+        axes.append(np.full(total, axis))
+        cuts.append(lo[ids] + 1 + offset)
+    if not box_ids:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty
+    b, a, c = np.concatenate(box_ids), np.concatenate(axes), np.concatenate(cuts)
+    order = np.lexsort((c, a, b))
+    return b[order], a[order], c[order]
+
+
+def _halves(
+    level: IntArray, box_ids: IntArray, axes: IntArray, cuts: IntArray
+) -> tuple[IntArray, IntArray]:
+    first = level[box_ids].copy()
+    second = level[box_ids].copy()
+    rows = np.arange(len(box_ids))
+    first[rows, axes, 1] = cuts - 1
+    second[rows, axes, 0] = cuts
+    return first, second
+
+
+def _evaluate(
+    g: FloatArray, st: _State, dims: Sequence[int]
+) -> tuple[IntArray, IntArray, IntArray, FloatArray]:
+    """``T`` after each single candidate split, by the rank-2 Woodbury formula of spec §6.5."""
+    box_ids, axes, cuts = _candidates(st.boxes, dims)
+    if len(box_ids) == 0:
+        return box_ids, axes, cuts, np.zeros(0)
+    v1, v2 = _halves(st.boxes, box_ids, axes, cuts)
+    sx, sz = BoxSums(st.xinv, dims), BoxSums(st.z, dims)
+    a, b, c = sx.pair(v1, v1), sx.pair(v1, v2), sx.pair(v2, v2)
+    za, zb, zc = sz.pair(v1, v1), sz.pair(v1, v2), sz.pair(v2, v2)
+    det = a * c - (b - 1.0) ** 2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = st.t - (c * za - 2.0 * (b - 1.0) * zb + a * zc) / det
+    t[~np.isfinite(t)] = np.inf
+    return box_ids, axes, cuts, t
+
+
+def _best_per_box(box_ids: IntArray, t: FloatArray, nboxes: int) -> tuple[IntArray, FloatArray]:
+    """Index of each box's best candidate (lowest (axis, cut) among ties) and its value."""
+    best = np.full(nboxes, -1, dtype=np.int64)
+    value = np.full(nboxes, np.inf)
+    if len(box_ids) == 0:
+        return best, value
+    starts = np.flatnonzero(np.r_[True, box_ids[1:] != box_ids[:-1]])
+    mins = np.minimum.reduceat(t, starts)
+    group = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(t)]))
+    hit = np.flatnonzero(t <= mins[group] + TIE * np.abs(mins[group]))
+    _, first = np.unique(group[hit], return_index=True)
+    chosen = hit[first]
+    best[box_ids[starts]] = chosen
+    value[box_ids[starts]] = mins
+    return best, value
+
+
+def _apply(level: IntArray, splits: dict[int, tuple[int, int]]) -> IntArray:
+    """Replace every chosen box by its two halves, in place in the list (creation order)."""
+    out: list[NDArray[np.int64]] = []
+    for i, box in enumerate(level):
+        if i in splits:
+            axis, cut = splits[i]
+            first, second = box.copy(), box.copy()
+            first[axis, 1] = cut - 1
+            second[axis, 0] = cut
+            out.extend([first, second])
+        else:
+            out.append(box)
+    return np.array(out, dtype=np.int64)
+
+
+@dataclass
+class LSAResult:
+    """Output of :func:`lsa`: the accepted levels and the error trajectory (P = 1)."""
+
+    dims: tuple[int, ...]
+    #: Accepted levels after the starting strategy, each an array of boxes (q, k, 2).
+    levels: list[IntArray]
+    #: ``s·T`` after the start and after each accepted level (Fig 1).
+    errors: list[float]
+    #: Gram ``AᵀA`` of the final strategy (starting Gram plus the levels).
+    gram: FloatArray = field(repr=False)
+    #: Sensitivity² of the starting strategy (1 for the identity).
+    start_levels: int = 1
+    #: Whether the identity level is part of the strategy (False for phase-2 runs of generalization).
+    identity: bool = True
+    mode: str = "paper"
+    #: The level built last and rejected (None when the run stopped at k or could not split).
+    rejected: IntArray | None = None
+
+    @property
+    def n(self) -> int:
+        return math.prod(self.dims)
+
+    @property
+    def levels_count(self) -> int:
+        """``‖A‖₂²``: the starting levels plus the accepted ones."""
+        return self.start_levels + len(self.levels)
+
+    @property
+    def error(self) -> float:
+        """``‖A‖₂²·tr(G(AᵀA)⁻¹)`` of the final strategy."""
+        return self.errors[-1]
+
+    def all_boxes(self) -> IntArray:
+        """Every row of the strategy as a box: the identity's singletons, then the levels."""
+        parts = []
+        if self.identity:
+            cells = np.stack(np.unravel_index(np.arange(self.n), self.dims), axis=1)
+            parts.append(np.stack([cells, cells], axis=2))
+        parts.extend(self.levels)
+        return np.concatenate(parts, axis=0).astype(np.int64)
+
+    @property
+    def rows_count(self) -> int:
+        return len(self.all_boxes())
+
+    def distinct(self) -> tuple[IntArray, FloatArray]:
+        """Distinct rows and their multiplicities (Thm 3.2: k copies ≡ one copy times sqrt k)."""
+        b = self.all_boxes()
+        uniq, counts = np.unique(b.reshape(len(b), -1), axis=0, return_counts=True)
+        return uniq.reshape(-1, len(self.dims), 2), counts.astype(np.float64)
+
+    @property
+    def distinct_count(self) -> int:
+        return len(self.distinct()[0])
+
+    def strategy(self, name: str = "lsa") -> Strategy:
+        """The compressed strategy: distinct boxes weighted by sqrt(multiplicity) (≡ under L2)."""
+        uniq, counts = self.distinct()
+        s = boxes_strategy(uniq, self.dims, np.sqrt(counts), name=name)
+        s.info = self.summary()
+        return s
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "levels": self.levels_count,
+            "rows": self.rows_count,
+            "distinct_rows": self.distinct_count,
+            "mode": self.mode,
+        }
+
+
+def lsa(
+    gram: ArrayLike,
+    dims: Sequence[int],
+    k: int | None = None,
+    mode: str = "paper",
+    *,
+    start_gram: ArrayLike | None = None,
+    start_levels: int = 1,
+    tol: float = 1e-12,
+) -> LSAResult:
+    """Run LSA on a workload Gram ``G`` over the grid ``dims`` (spec §6.4).
+
+    ``k`` bounds ``‖A‖₂²`` (levels including the identity: k = 1 returns I; None runs to natural
+    termination, as in the paper's experiments). ``start_gram``/``start_levels`` replace the
+    starting identity (Gram ``I``, one level), as phase 2 of workload generalization needs.
+    """
+    if mode not in MODES:
+        raise QueryError(f"LSA mode must be one of {', '.join(MODES)}, got {mode!r}")
+    dims = tuple(int(d) for d in dims)
+    n = math.prod(dims)
+    g = np.asarray(gram, dtype=np.float64)
+    if g.shape != (n, n):
+        raise QueryError(f"the workload Gram has shape {g.shape} but the grid {dims} has {n} cells")
+    x = np.eye(n) if start_gram is None else np.array(start_gram, dtype=np.float64)
+    s = int(start_levels)
+    xinv = spd_inverse(x)
+    t = float(np.sum(g * xinv))
+    result = LSAResult(dims, [], [s * t], x, s, identity=start_gram is None, mode=mode)
+    whole = np.array([[[0, d - 1] for d in dims]], dtype=np.int64)
+    limit = SAFETY_LEVELS if k is None else k
+    ties = 0
+    while s < limit:
+        ones = xinv.sum(axis=1)
+        start = xinv - np.outer(ones, ones) / (1.0 + ones.sum())
+        st = _build_level(g, _state(g, start, whole), dims, mode, tol)
+        new, old = (s + 1) * st.t, s * t
+        ties = ties + 1 if new > old * (1.0 - tol) else 0
+        if new <= old * (1.0 + tol) and ties <= MAX_TIES:
+            result.levels.append(st.boxes)
+            x = x + level_gram(st.boxes, dims)
+            xinv = spd_inverse(x)
+            t, s = float(np.sum(g * xinv)), s + 1
+            result.errors.append(s * t)
+        else:
+            result.rejected = st.boxes
+            break
+    result.gram = x
+    return result
+
+
+def _split(
+    g: FloatArray, st: _State, splits: dict[int, tuple[int, int]], dims: Sequence[int]
+) -> _State:
+    """The state after applying the splits simultaneously (Woodbury; spec §6.5)."""
+    ids = np.array(sorted(splits), dtype=np.int64)
+    axes = np.array([splits[i][0] for i in ids], dtype=np.int64)
+    cuts = np.array([splits[i][1] for i in ids], dtype=np.int64)
+    first, second = _halves(st.boxes, ids, axes, cuts)
+    xinv, z, t = _woodbury(g, st, first, second, dims)
+    return _State(_apply(st.boxes, splits), xinv, z, t)
+
+
+def _build_level(g: FloatArray, st: _State, dims: Sequence[int], mode: str, tol: float) -> _State:
+    """Bisection passes of one level (Program 4.1 steps 3-9) in the given mode."""
+    while True:
+        box_ids, axes, cuts, t = _evaluate(g, st, dims)
+        if len(t) == 0:
+            return st
+        best, value = _best_per_box(box_ids, t, len(st.boxes))
+        improving = np.flatnonzero((best >= 0) & (value < st.t * (1.0 - tol)))
+        if mode == "all":
+            chosen = np.flatnonzero(best >= 0)
+        elif mode == "best":
+            chosen = improving[np.argsort(value[improving], kind="stable")[:1]]
+        else:
+            chosen = improving
+        if len(chosen) == 0:
+            return st
+        if mode == "sequential":
+            nxt = _sequential(g, st, dims, tol)
+        else:
+            splits = {int(i): (int(axes[best[i]]), int(cuts[best[i]])) for i in chosen}
+            nxt = _split(g, st, splits, dims)
+        if not nxt.t < st.t * (1.0 - tol):
+            return st
+        st = nxt
+
+
+def _sequential(g: FloatArray, st: _State, dims: Sequence[int], tol: float) -> _State:
+    """One pass of mode "sequential": each box, in order, takes its best split if it improves
+    the current state (the state is updated after every applied split)."""
+    i = 0
+    while i < len(st.boxes):
+        single = _State(st.boxes[i : i + 1], st.xinv, st.z, st.t)
+        _, axes, cuts, t = _evaluate(g, single, dims)
+        if len(t) and t.min() < st.t * (1.0 - tol):
+            j = int(np.argmin(t))
+            st = _split(g, st, {i: (int(axes[j]), int(cuts[j]))}, dims)
+            i += 2
+        else:
+            i += 1
+    return st
+
+
+__all__ = ["MODES", "BoxSums", "LSAResult", "level_gram", "lsa", "spd_inverse"]

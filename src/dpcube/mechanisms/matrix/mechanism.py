@@ -1,0 +1,436 @@
+"""The matrix mechanism (Li, Hay, Rastogi, Miklau, McGregor; Li & Miklau 2011; spec §1.6).
+
+1. Measure the strategy ``y = A x + noise``: Laplace of scale ``Δ₁/ε`` (ε-DP) or Gaussian with
+   ``σ = gaussian_sigma(Δ₂, ε, δ)`` ((ε,δ)-DP), through the floating-point-safe samplers of
+   :mod:`dpcube.privacy.samplers`;
+2. estimate ``x̂ = argmin ‖A z − y‖₂`` by least squares (post-processing; the pseudo-inverse for a
+   rank-deficient A that spans the workload, spec §1.6);
+3. release ``x̂`` as a :class:`~dpcube.release.cells.CellRelease`: every range query is answered
+   from ``x̂`` (answers are mutually consistent) with exact variance ``v · qᵀ(AᵀA)⁻¹q``
+   (:class:`MatrixVariance`, v = the realised per-row noise variance).
+
+Sensitivity (spec §1.3): under ``add_remove`` one cell changes by 1, so the L1 (L2) sensitivity of
+``A x`` is the largest column L1 (L2) norm of A. Under ``replace`` one cell loses 1 and another
+gains 1: ``‖A(eᵢ − eⱼ)‖₁ ≤ 2·max‖A[:,j]‖₁``, and ``‖A(eᵢ − eⱼ)‖₂² = Gᵢᵢ + Gⱼⱼ − 2Gᵢⱼ`` is at
+most ``2·max Gⱼⱼ`` when A has no negative entry (then ``Gᵢⱼ ≥ 0``) and at most ``4·max Gⱼⱼ``
+otherwise; these bounds are declared (not tight). At most ``support`` rows change, with support the
+largest number of non-zero entries in a column (twice that under ``replace``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dpcube.errors import BudgetError, QueryError
+from dpcube.histogram import Histogram
+from dpcube.linalg.solve import GramSolver, least_squares
+from dpcube.mechanisms.base import Mechanism, SensitivityClaim
+from dpcube.mechanisms.matrix.bound import svdb as svdb_of
+from dpcube.mechanisms.matrix.lsa import MODES, lsa
+from dpcube.mechanisms.matrix.scaling import generalized_lsa, separated_lsa
+from dpcube.mechanisms.matrix.strategies import (
+    Strategy,
+    build_strategy,
+    eigen,
+    hierarchical,
+    identity,
+    kron,
+    wavelet,
+)
+from dpcube.mechanisms.matrix.workloads import (
+    Workload,
+    allrange,
+    marginal_range_parts,
+    parse_dims,
+    resolve_workload,
+)
+from dpcube.privacy.neighbours import Neighbour
+from dpcube.privacy.random import RandomSource
+from dpcube.privacy.samplers import gaussian_sigma, snapped_gaussian, snapped_laplace
+from dpcube.release.base import ReleaseMetadata
+from dpcube.release.cells import CellRelease
+from dpcube.release.variance import VarianceModel
+from dpcube.schema import Schema
+
+#: Strategy names the mechanism and ``dpcube plan`` know.
+STRATEGIES = (
+    "identity",
+    "hierarchical",
+    "wavelet",
+    "eigen",
+    "lsa",
+    "lsa-separated",
+    "lsa-generalized",
+)
+
+#: Largest domain on which the dense strategies (eigen, LSA) are built.
+MAX_DENSE_CELLS = 4096
+
+
+def _power_of_two(n: int) -> bool:
+    return n >= 1 and n & (n - 1) == 0
+
+
+def make_strategy(
+    name: str,
+    dims: tuple[int, ...],
+    workload: Workload | None = None,
+    *,
+    branching: int = 2,
+    lsa_mode: str = "paper",
+    max_levels: int | None = None,
+) -> Strategy:
+    """Build a named strategy for the grid ``dims`` (and the workload, for the workload-aware ones).
+
+    ``hierarchical`` and ``wavelet`` are Kronecker products of the 1-D strategies in several
+    dimensions (spec §5); ``eigen`` and ``lsa`` need the workload (AllRange(dims) by default).
+
+    >>> make_strategy("wavelet", (4, 4)).operator.shape
+    (16, 16)
+    """
+    n = math.prod(dims)
+    w = workload or allrange(dims)
+    if w.dims != dims and w.n == n:
+        w = Workload(w.name, dims, w.gram, w.size, w.spec, None, w.rows)
+    if w.n != n:
+        raise QueryError(
+            f"the workload {w.name!r} has {w.n} cells but the data's grid {dims} has {n}"
+        )
+    if name == "identity":
+        return identity(n)
+    if name == "hierarchical":
+        return kron([hierarchical(d, branching) for d in dims], name="hierarchical")
+    if name == "wavelet":
+        bad = [d for d in dims if not _power_of_two(d)]
+        if bad:
+            raise QueryError(
+                f"strategy 'wavelet' needs power-of-two axis sizes, got {bad[0]}; use 'hierarchical' or 'lsa'"
+            )
+        return kron([wavelet(d) for d in dims], name="wavelet")
+    if name in ("eigen", "lsa", "lsa-generalized") and n > MAX_DENSE_CELLS:
+        raise QueryError(
+            f"strategy {name!r} builds a dense {n}x{n} matrix; the grid has more than {MAX_DENSE_CELLS} "
+            "cells: use 'hierarchical' or 'wavelet' (Kronecker) or a coarser schema"
+        )
+    if name == "eigen":
+        return eigen(w.gram, w.to_dict())
+    if name == "lsa":
+        return lsa(w.gram.dense(), dims, k=max_levels, mode=lsa_mode).strategy("lsa")
+    if name == "lsa-generalized":
+        if len(dims) != 1:
+            raise QueryError(
+                "strategy 'lsa-generalized' is implemented for one-dimensional grids only"
+            )
+        return generalized_lsa(w.gram.dense(), n, k=max_levels, mode=lsa_mode).strategy
+    if name == "lsa-separated":
+        if w.spec is None or not w.spec.startswith("marginal-ranges:"):
+            raise QueryError(
+                "strategy 'lsa-separated' needs a workload separable by the total, e.g. 'marginal-ranges:16x16'"
+            )
+        parts = [
+            (axis, part.gram.dense())
+            for axis, part in marginal_range_parts(parse_dims(w.spec.split(":")[1]))
+        ]
+        return separated_lsa(parts, dims, k=max_levels, mode=lsa_mode).strategy
+    raise QueryError(f"unknown strategy {name!r}; use one of {', '.join(STRATEGIES)}")
+
+
+class MatrixVariance(VarianceModel):
+    """Exact variance of a range query q: ``v · qᵀ(AᵀA)⁻¹q`` (spec §1.7, per query), with the
+    strategy rebuilt from its spec after loading; Kronecker strategies never form ``AᵀA``."""
+
+    kind = "matrix"
+
+    def __init__(
+        self, strategy: Mapping[str, Any], dims: tuple[int, ...], noise_variance: float
+    ) -> None:
+        self.spec = dict(strategy)
+        self.dims = tuple(int(d) for d in dims)
+        self.noise_variance = float(noise_variance)
+        self._solver: GramSolver | None = None
+
+    @property
+    def solver(self) -> GramSolver:
+        if self._solver is None:
+            self._solver = GramSolver.for_strategy(build_strategy(self.spec).operator)
+        return self._solver
+
+    def variance_many(self, boxes: NDArray[np.int64]) -> NDArray[np.float64]:
+        if len(boxes) == 0:
+            return np.zeros(0)
+        return self.noise_variance * self.solver.box_quadratic(boxes, self.dims)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "strategy": self.spec,
+            "dims": list(self.dims),
+            "noise_variance": self.noise_variance,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> MatrixVariance:
+        return cls(d["strategy"], tuple(d["dims"]), float(d["noise_variance"]))
+
+
+class MatrixMechanism(Mechanism):
+    """The matrix mechanism with a chosen strategy; releases least-squares cell estimates.
+
+    ``strategy``: one of :data:`STRATEGIES`, a :class:`Strategy`, or a strategy spec dict.
+    ``workload``: a spec string (``allrange:1024``, ``random-range:10000:32x32``, …), a JSON/CSV file
+    of range queries over the schema, a list of query dicts, or a :class:`Workload`; it drives the
+    workload-aware strategies (eigen, LSA) and the reported expected error, svdb and ratio.
+    ``noise``: ``"laplace"`` (default without delta) or ``"gaussian"`` (default with delta).
+
+    >>> from dpcube import Schema, Histogram
+    >>> from dpcube.privacy import NO_NOISE
+    >>> s = Schema.from_dict({"attributes": [{"name": "x", "kind": "ordinal", "range": [0, 3], "width": 1}]})
+    >>> r = MatrixMechanism(1.0, strategy="wavelet").release(Histogram(s, [1, 2, 3, 4]), random_state=NO_NOISE)
+    >>> round(r.answer({"x": [1, 2]}), 9), round(r.variance({"x": [1, 2]}) / r.metadata.noise["noise_variance"], 9)
+    (5.0, 0.75)
+    """
+
+    name = "matrix"
+
+    def __init__(
+        self,
+        epsilon: float,
+        delta: float | None = None,
+        strategy: Any = "lsa",
+        workload: Any = None,
+        noise: str | None = None,
+        neighbour: str = "add_remove",
+        lsa_mode: str = "paper",
+        max_levels: int | None = None,
+        branching: int = 2,
+    ) -> None:
+        super().__init__(epsilon, delta, neighbour)
+        noise = noise or ("gaussian" if self.delta is not None else "laplace")
+        if noise not in ("laplace", "gaussian"):
+            raise BudgetError(f"noise must be 'laplace' or 'gaussian', got {noise!r}")
+        if noise == "gaussian" and self.delta is None:
+            raise BudgetError("Gaussian noise needs delta > 0 (for example delta=1e-6)")
+        if isinstance(strategy, str) and strategy not in STRATEGIES:
+            raise QueryError(f"unknown strategy {strategy!r}; use one of {', '.join(STRATEGIES)}")
+        if lsa_mode not in MODES:
+            raise QueryError(f"lsa_mode must be one of {', '.join(MODES)}, got {lsa_mode!r}")
+        self.strategy = strategy
+        self.workload = workload
+        self.noise = noise
+        self.lsa_mode = lsa_mode
+        self.max_levels = max_levels
+        self.branching = int(branching)
+        self._cache: dict[tuple[Any, ...], tuple[Strategy, Workload | None]] = {}
+
+    @property
+    def norm(self) -> str:
+        return "l1" if self.noise == "laplace" else "l2"
+
+    def get_params(self) -> dict[str, Any]:
+        params = super().get_params()
+        if isinstance(self.workload, Workload):
+            params["workload"] = self.workload.to_dict()
+        if isinstance(self.strategy, Strategy):
+            params["strategy"] = self.strategy.name
+        return params
+
+    # -- strategy ------------------------------------------------------------------------------
+    def resolve(self, schema: Schema) -> tuple[Strategy, Workload | None]:
+        """The strategy for this schema's grid (built once and cached) and the workload, if any."""
+        key = (schema.shape, repr(schema.to_dict()))
+        if key not in self._cache:
+            dims = schema.shape
+            w = None if self.workload is None else resolve_workload(self.workload, schema)
+            if w is not None and w.n != math.prod(dims):
+                raise QueryError(
+                    f"the workload {w.name!r} has {w.n} cells but the schema's grid {dims} has {math.prod(dims)}"
+                )
+            if isinstance(self.strategy, Strategy):
+                s = self.strategy
+            elif isinstance(self.strategy, Mapping):
+                s = build_strategy(self.strategy)
+            else:
+                s = make_strategy(
+                    self.strategy,
+                    dims,
+                    w,
+                    branching=self.branching,
+                    lsa_mode=self.lsa_mode,
+                    max_levels=self.max_levels,
+                )
+            if s.n != math.prod(dims):
+                raise QueryError(
+                    f"the strategy has {s.n} columns but the schema's grid {dims} has {math.prod(dims)} cells"
+                )
+            self._cache[key] = (s, w)
+        return self._cache[key]
+
+    def sensitivity(self, strategy: Strategy) -> float:
+        """Sensitivity of ``A x`` in this mechanism's norm and neighbour notion (module docstring)."""
+        op = strategy.operator
+        if self.norm == "l1":
+            base = op.l1_sensitivity()
+            return base if self.neighbour == Neighbour.ADD_REMOVE.value else 2.0 * base
+        base = op.l2_sensitivity()
+        if self.neighbour == Neighbour.ADD_REMOVE.value:
+            return base
+        return (math.sqrt(2.0) if op.nonnegative() else 2.0) * base
+
+    def support(self, strategy: Strategy) -> int:
+        s = int(strategy.operator.column_support().max())
+        return s if self.neighbour == Neighbour.ADD_REMOVE.value else 2 * s
+
+    def sensitivity_claims(self, schema: Schema) -> list[SensitivityClaim]:
+        strategy, _ = self.resolve(schema)
+        op = strategy.operator
+        return [
+            SensitivityClaim(
+                "strategy answers",
+                lambda x: op.matvec(np.asarray(x, dtype=np.float64).ravel()),
+                self.norm,
+                self.sensitivity(strategy),
+                tight=self.neighbour == Neighbour.ADD_REMOVE.value,
+            )
+        ]
+
+    @classmethod
+    def conformance_cases(cls) -> list[Any]:
+        from dpcube.testing.conformance import Case
+
+        one = Schema.from_dict(
+            {"attributes": [{"name": "x", "kind": "ordinal", "range": [0, 3], "width": 1}]}
+        )
+        two = Schema.from_dict(
+            {
+                "attributes": [
+                    {"name": "a", "kind": "ordinal", "range": [0, 1], "width": 1},
+                    {"name": "b", "kind": "ordinal", "range": [0, 1], "width": 1},
+                ]
+            }
+        )
+        q1 = [{}, {"x": [0, 1]}, {"x": [1, 3]}, {"x": [2, 2]}]
+        q2 = [{}, {"a": [0, 0]}, {"a": [1, 1], "b": [0, 1]}, {"a": [0, 1], "b": [1, 1]}]
+        eight = Schema.from_dict(
+            {"attributes": [{"name": "x", "kind": "ordinal", "range": [0, 7], "width": 1}]}
+        )
+
+        def make(epsilon: float, **options: Any) -> Callable[[str], MatrixMechanism]:
+            return lambda neighbour: cls(epsilon, neighbour=neighbour, **options)
+
+        cases = []
+        for strategy in STRATEGIES[:5]:
+            cases.append(Case(f"matrix-{strategy}-laplace", one, make(1.0, strategy=strategy), q1))
+            gaussian = make(0.5, delta=1e-5, strategy=strategy, workload="allrange:2x2")
+            cases.append(Case(f"matrix-{strategy}-gaussian", two, gaussian, q2))
+        separated = make(0.5, delta=1e-5, strategy="lsa-separated", workload="marginal-ranges:2x2")
+        cases.append(
+            Case(
+                "matrix-lsa-separated-gaussian", two, separated, [{"a": [0, 0]}, {"b": [1, 1]}, {}]
+            )
+        )
+        generalized = make(1.0, strategy="lsa-generalized", workload="allrange:8")
+        cases.append(
+            Case(
+                "matrix-lsa-generalized-laplace",
+                eight,
+                generalized,
+                [{}, {"x": [0, 1]}, {"x": [3, 6]}],
+            )
+        )
+        return cases
+
+    # -- command line --------------------------------------------------------------------------
+    @classmethod
+    def add_cli_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        group = parser.add_argument_group("matrix mechanism")
+        group.add_argument(
+            "--strategy", choices=STRATEGIES, default="lsa", help="matrix mechanism strategy"
+        )
+        group.add_argument(
+            "--workload", default=None, help="workload spec (allrange:1024, ...) or JSON/CSV file"
+        )
+
+    @classmethod
+    def from_cli(cls, args: argparse.Namespace, params: dict[str, Any]) -> Mechanism:
+        options: dict[str, Any] = {
+            "strategy": getattr(args, "strategy", "lsa"),
+            "workload": getattr(args, "workload", None),
+        }
+        options.update(params)
+        return cls(epsilon=args.epsilon, delta=args.delta, neighbour=args.neighbour, **options)
+
+    # -- releasing -----------------------------------------------------------------------------
+    def _release(
+        self, data: Histogram, source: RandomSource, metadata: ReleaseMetadata
+    ) -> CellRelease:
+        strategy, workload = self.resolve(data.schema)
+        op = strategy.operator
+        sensitivity = self.sensitivity(strategy)
+        support = self.support(strategy)
+        answers = op.matvec(data.counts.astype(np.float64).ravel())
+        if self.noise == "laplace":
+            noisy, draw = snapped_laplace(
+                answers,
+                sensitivity / self.epsilon,
+                epsilon=self.epsilon,
+                support=support,
+                source=source,
+            )
+        else:
+            assert self.delta is not None
+            sigma = gaussian_sigma(sensitivity, self.epsilon, self.delta)
+            noisy, draw = snapped_gaussian(
+                answers, sigma, l2_sensitivity=sensitivity, support=support, source=source
+            )
+        solver = GramSolver.for_strategy(op)
+        estimate = least_squares(op, noisy, solver).reshape(data.schema.shape)
+        noise_variance = float(np.max(draw.variance))
+        metadata.noise = {
+            "distribution": draw.distribution,
+            "scale": float(np.max(draw.scale)),
+            "noise_variance": noise_variance,
+            "strategy": strategy.name,
+            "strategy_rows": op.rows,
+            "strategy_l1": op.l1_sensitivity(),
+            "strategy_l2": op.l2_sensitivity(),
+            **{f"strategy_{k}": v for k, v in strategy.info.items()},
+        }
+        if workload is not None:
+            metadata.noise.update(expected_error(workload, op, noise_variance, solver))
+        variance = MatrixVariance(strategy.spec, data.schema.shape, noise_variance)
+        variance._solver = solver
+        return CellRelease(data.schema, metadata, estimate, variance)
+
+
+def expected_error(
+    workload: Workload, strategy_op: Any, noise_variance: float, solver: GramSolver | None = None
+) -> dict[str, Any]:
+    """Expected total squared error of the workload at per-row noise variance v: ``v·tr(G(AᵀA)⁻¹)``;
+    the bound at the same noise level per unit of squared L2 sensitivity,
+    ``svdb = v/‖A‖₂² · (1/n)(Σσᵢ)²``, and their ratio ``‖A‖₂²·tr(G(AᵀA)⁻¹)/svdb₁`` (≥ 1, spec §3)."""
+    s = solver or GramSolver.for_strategy(strategy_op)
+    trace = s.trace_with(workload.gram)
+    bound1 = svdb_of(workload.gram)
+    l2sq = strategy_op.l2_sensitivity() ** 2
+    return {
+        "workload": workload.name,
+        "workload_queries": workload.size,
+        "expected_total_squared_error": noise_variance * trace,
+        "svdb": noise_variance / l2sq * bound1,
+        "ratio": l2sq * trace / bound1,
+    }
+
+
+__all__ = [
+    "MAX_DENSE_CELLS",
+    "STRATEGIES",
+    "MatrixMechanism",
+    "MatrixVariance",
+    "expected_error",
+    "make_strategy",
+]

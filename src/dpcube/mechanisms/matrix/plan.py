@@ -1,0 +1,135 @@
+"""``dpcube plan``: the expected error of every applicable strategy on a workload, without data.
+
+For each strategy A the expected total squared error on the workload W is
+``v₁·s(A)²·tr(WᵀW (AᵀA)⁻¹)`` (spec Eq. 1 / Eq. 4), with s(A) the sensitivity of A in the noise's
+norm and v₁ the noise variance per unit sensitivity: ``gaussian_sigma(1, ε, δ)²`` with delta
+(Gaussian, L2), ``2/ε²`` without (Laplace, L1). ``svdb = v₁·(1/n)(Σσᵢ(W))²`` is the lower bound
+of the Gaussian matrix mechanism (spec §3; it is not a bound for Laplace noise, where it is still
+shown for scale). Output (``--json``)::
+
+    {"svdb": ..., "strategies": {"lsa": {"error": ..., "ratio": ...}, ...}, "recommended": "lsa"}
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+from dpcube.errors import DPCubeError
+from dpcube.linalg.solve import GramSolver
+from dpcube.mechanisms.matrix.bound import svdb
+from dpcube.mechanisms.matrix.mechanism import MAX_DENSE_CELLS, make_strategy
+from dpcube.mechanisms.matrix.workloads import Workload, resolve_workload
+from dpcube.privacy.ledger import validate_privacy
+from dpcube.privacy.samplers import gaussian_sigma
+from dpcube.schema import Schema
+
+#: LSA runs in ``dpcube plan`` only up to this many cells (it is O(k n³)).
+MAX_LSA_CELLS = 1024
+
+
+def applicable(workload: Workload) -> list[str]:
+    """Strategies that apply to the workload's grid (power-of-two axes for the wavelet, dense
+    strategies up to :data:`MAX_DENSE_CELLS` cells, LSA up to :data:`MAX_LSA_CELLS`)."""
+    n = workload.n
+    names = ["identity", "hierarchical"]
+    if all(d & (d - 1) == 0 for d in workload.dims):
+        names.append("wavelet")
+    if n <= MAX_DENSE_CELLS:
+        names.append("eigen")
+    if n <= MAX_LSA_CELLS:
+        names.append("lsa")
+    if workload.spec and workload.spec.startswith("marginal-ranges:"):
+        names.append("lsa-separated")
+    return names
+
+
+def plan(
+    workload: Workload,
+    epsilon: float,
+    delta: float | None = None,
+    strategies: list[str] | None = None,
+) -> dict[str, Any]:
+    """Expected error, ratio to svdb and build time of each strategy; the recommended one."""
+    validate_privacy(epsilon, delta)
+    gaussian = delta is not None and delta > 0
+    unit = gaussian_sigma(1.0, epsilon, delta) ** 2 if gaussian and delta else 2.0 / epsilon**2
+    bound = unit * svdb(workload.gram)
+    out: dict[str, Any] = {
+        "workload": workload.name,
+        "queries": workload.size,
+        "cells": workload.n,
+        "noise": "gaussian" if gaussian else "laplace",
+        "svdb": bound,
+        "svdb_is_lower_bound": gaussian,
+        "strategies": {},
+    }
+    for name in strategies or applicable(workload):
+        start = time.perf_counter()
+        s = make_strategy(name, workload.dims, workload)
+        op = s.operator
+        sens = op.l2_sensitivity() if gaussian else op.l1_sensitivity()
+        error = unit * sens**2 * GramSolver.for_strategy(op).trace_with(workload.gram)
+        out["strategies"][name] = {
+            "error": error,
+            "ratio": error / bound,
+            "rows": op.rows,
+            "seconds": round(time.perf_counter() - start, 3),
+        }
+    out["recommended"] = min(out["strategies"], key=lambda k: out["strategies"][k]["error"])
+    return out
+
+
+def register(subparsers: Any) -> None:
+    """Add ``dpcube plan`` (registry.COMMANDS["plan"])."""
+    p = subparsers.add_parser(
+        "plan",
+        help="expected error of each matrix-mechanism strategy on a workload (no data touched)",
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
+    )
+    p.add_argument(
+        "--workload",
+        required=True,
+        help="allrange:1024, allrange:32x32, prefix:4096, "
+        "marginals:2:8x8x8, random-range:10000:32x32, or a JSON/CSV file of range queries",
+    )
+    p.add_argument("--schema", default=None, help="schema file (needed for a workload file)")
+    p.add_argument("--epsilon", type=float, required=True)
+    p.add_argument(
+        "--delta", type=float, default=None, help="with delta: Gaussian noise, L2 sensitivity"
+    )
+    p.add_argument("--strategies", default=None, help="comma-separated subset of strategies")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=handler)
+
+
+def handler(args: argparse.Namespace) -> int:
+    schema = Schema.from_file(args.schema) if args.schema else None
+    try:
+        workload = resolve_workload(args.workload, schema)
+        chosen = args.strategies.split(",") if args.strategies else None
+        result = plan(workload, args.epsilon, args.delta, chosen)
+    except DPCubeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(
+        f"workload {result['workload']}: {result['queries']:,} queries over {result['cells']:,} cells, "
+        f"{result['noise']} noise"
+    )
+    kind = "lower bound" if result["svdb_is_lower_bound"] else "Gaussian lower bound, for scale"
+    print(f"svdb ({kind}): {result['svdb']:.6g}")
+    for name, row in sorted(result["strategies"].items(), key=lambda kv: kv[1]["error"]):
+        mark = "  <- recommended" if name == result["recommended"] else ""
+        print(
+            f"  {name:16s} error {row['error']:.6g}  ratio {row['ratio']:.4f}  ({row['rows']} rows){mark}"
+        )
+    return 0
+
+
+__all__ = ["MAX_LSA_CELLS", "applicable", "handler", "plan", "register"]

@@ -1,0 +1,531 @@
+"""Workloads of linear counting queries (matrix-mechanism spec §1.2, §4).
+
+A :class:`Workload` is known through its Gram matrix ``G = WᵀW`` (everything the matrix mechanism
+needs: errors, the singular value bound and LSA depend on W only through G, spec §1.7, §2.4),
+its grid ``dims`` (cells flattened in C order), the number of queries and, when they are boxes,
+the boxes themselves. Regular workloads use closed forms and Kronecker structure so that a
+multi-dimensional workload is never materialised.
+
+Named specs (:func:`parse_workload`): ``allrange:1024``, ``allrange:32x32``, ``prefix:4096``,
+``marginals:2:8x8x8``, ``random-range:10000:32x32``, ``biased-range:2000:1024``,
+``coverage-range:2000:0.05:256``, ``marginal-ranges:16x16``, ``allpredicate:8``.
+
+>>> w = parse_workload("allrange:4")
+>>> w.gram.dense().astype(int).tolist()
+[[4, 3, 2, 1], [3, 6, 4, 2], [2, 4, 6, 3], [1, 2, 3, 4]]
+>>> w.size, parse_workload("allrange:32x32").size
+(10, 278784)
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from dpcube.errors import QueryError
+from dpcube.linalg.operators import (
+    Explicit,
+    Identity,
+    Kronecker,
+    LinearOperator,
+    Sum,
+    Total,
+    box_rows,
+)
+from dpcube.schema import Schema
+
+IntArray = NDArray[np.int64]
+
+
+@dataclass
+class Workload:
+    """A batch of linear queries over the cells of a grid, known through ``G = WᵀW``.
+
+    ``spec`` is a string that rebuilds the workload with :func:`parse_workload` (``None`` for
+    explicit ones, which keep their ``boxes`` or ``rows`` instead).
+    """
+
+    name: str
+    dims: tuple[int, ...]
+    gram: LinearOperator
+    size: int
+    spec: str | None = None
+    boxes: IntArray | None = None
+    rows: LinearOperator | None = field(default=None, repr=False)
+
+    @property
+    def n(self) -> int:
+        """Number of cells."""
+        return math.prod(self.dims)
+
+    def gram_dense(self) -> NDArray[np.float64]:
+        return self.gram.dense()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form (a spec string, or the boxes) that :func:`workload_from_dict` reads."""
+        if self.spec is not None:
+            return {"spec": self.spec}
+        if self.boxes is not None:
+            return {"name": self.name, "dims": list(self.dims), "boxes": self.boxes.tolist()}
+        raise QueryError(f"workload {self.name!r} has neither a spec nor boxes; it cannot be saved")
+
+
+def workload_from_dict(d: Mapping[str, Any]) -> Workload:
+    """Inverse of :meth:`Workload.to_dict`."""
+    if "spec" in d:
+        return parse_workload(str(d["spec"]))
+    return from_boxes(
+        np.asarray(d["boxes"], dtype=np.int64), tuple(d["dims"]), name=str(d.get("name", "boxes"))
+    )
+
+
+# -- closed forms -----------------------------------------------------------------------------
+
+
+def allrange_gram_1d(n: int) -> NDArray[np.float64]:
+    """Gram of AllRange(n): ``G_ij = min(i,j)·(n − max(i,j) + 1)`` with 1-indexed cells (§4.1).
+
+    >>> allrange_gram_1d(2).tolist()
+    [[2.0, 1.0], [1.0, 2.0]]
+    """
+    i = np.arange(1, n + 1)
+    return (np.minimum.outer(i, i) * (n - np.maximum.outer(i, i) + 1)).astype(np.float64)
+
+
+def prefix_gram_1d(n: int) -> NDArray[np.float64]:
+    """Gram of the n prefix queries ``[0, i]``: ``G_ij = n − max(i, j)`` (0-indexed).
+
+    >>> prefix_gram_1d(3).tolist()
+    [[3.0, 2.0, 1.0], [2.0, 2.0, 1.0], [1.0, 1.0, 1.0]]
+    """
+    i = np.arange(n)
+    return (n - np.maximum.outer(i, i)).astype(np.float64)
+
+
+def allrange_rows_1d(n: int) -> NDArray[np.float64]:
+    """The n(n+1)/2 rows of AllRange(n) explicitly, ordered by (a, b) (small n only).
+
+    >>> allrange_rows_1d(2).tolist()
+    [[1.0, 0.0], [1.0, 1.0], [0.0, 1.0]]
+    """
+    a, b = np.triu_indices(n)
+    cells = np.arange(n)
+    return ((cells >= a[:, None]) & (cells <= b[:, None])).astype(np.float64)
+
+
+def allpredicate_gram(n: int) -> NDArray[np.float64]:
+    """Gram of AllPredicate(n) (all 2ⁿ 0/1 queries): ``2^{n−2}(I + J)`` (§4.2).
+
+    >>> allpredicate_gram(2).tolist()
+    [[2.0, 1.0], [1.0, 2.0]]
+    """
+    return 2.0 ** (n - 2) * (np.eye(n) + np.ones((n, n)))
+
+
+def _kron_or_single(factors: list[LinearOperator]) -> LinearOperator:
+    return factors[0] if len(factors) == 1 else Kronecker(factors)
+
+
+def allrange(dims: Sequence[int]) -> Workload:
+    """AllRange(d₁,…,d_k): every axis-aligned box; ``G = G₁ ⊗ … ⊗ G_k`` (§4.1)."""
+    dims = tuple(int(d) for d in dims)
+    gram = _kron_or_single([Explicit(allrange_gram_1d(d)) for d in dims])
+    size = math.prod(d * (d + 1) // 2 for d in dims)
+    return Workload(
+        f"AllRange({','.join(map(str, dims))})",
+        dims,
+        gram,
+        size,
+        spec=f"allrange:{_dims_str(dims)}",
+    )
+
+
+def prefix(dims: Sequence[int]) -> Workload:
+    """Prefix (dominance) queries ``[0, i₁] x … x [0, i_k]``: ``G = ⊗ prefix_gram``."""
+    dims = tuple(int(d) for d in dims)
+    gram = _kron_or_single([Explicit(prefix_gram_1d(d)) for d in dims])
+    return Workload(
+        f"Prefix({','.join(map(str, dims))})",
+        dims,
+        gram,
+        math.prod(dims),
+        spec=f"prefix:{_dims_str(dims)}",
+    )
+
+
+def allpredicate(n: int) -> Workload:
+    """AllPredicate(n): all 2ⁿ 0/1 queries (variable agnostic, App. C)."""
+    return Workload(
+        f"AllPredicate({n})", (n,), Explicit(allpredicate_gram(n)), 2**n, spec=f"allpredicate:{n}"
+    )
+
+
+def marginals(k: int, dims: Sequence[int]) -> Workload:
+    """All k-way marginals: for every set S of k axes, one query per cell of the S-projection.
+
+    ``G = Σ_S ⊗ᵢ (I if i ∈ S else J)``, with ``J`` the all-ones matrix (§4.3).
+    """
+    dims = tuple(int(d) for d in dims)
+    if not 0 <= k <= len(dims):
+        raise QueryError(f"marginals: k = {k} must be between 0 and the number of axes {len(dims)}")
+    parts: list[LinearOperator] = []
+    size = 0
+    for subset in itertools.combinations(range(len(dims)), k):
+        factors: list[LinearOperator] = [
+            Identity(d) if i in subset else Explicit(np.ones((d, d))) for i, d in enumerate(dims)
+        ]
+        parts.append(_kron_or_single(factors))
+        size += math.prod(dims[i] for i in subset)
+    gram: LinearOperator = parts[0] if len(parts) == 1 else Sum(parts)
+    return Workload(
+        f"{k}-way marginals({_dims_str(dims)})",
+        dims,
+        gram,
+        size,
+        spec=f"marginals:{k}:{_dims_str(dims)}",
+    )
+
+
+def marginal_ranges(dims: Sequence[int]) -> Workload:
+    """Range queries over every one-way marginal (Fig 3(c), Example 4.2): on axis i,
+    ``1ᵀ ⊗ … ⊗ AllRange(dᵢ) ⊗ … ⊗ 1ᵀ``; Gram ``Σᵢ J ⊗ … ⊗ Gᵢ ⊗ … ⊗ J``."""
+    dims = tuple(int(d) for d in dims)
+    parts: list[LinearOperator] = []
+    for i in range(len(dims)):
+        factors: list[LinearOperator] = [
+            Explicit(allrange_gram_1d(d)) if j == i else Total(d).gram() for j, d in enumerate(dims)
+        ]
+        parts.append(_kron_or_single(factors))
+    size = sum(d * (d + 1) // 2 for d in dims)
+    gram: LinearOperator = parts[0] if len(parts) == 1 else Sum(parts)
+    return Workload(
+        f"MarginalRanges({_dims_str(dims)})",
+        dims,
+        gram,
+        size,
+        spec=f"marginal-ranges:{_dims_str(dims)}",
+    )
+
+
+def marginal_range_parts(dims: Sequence[int]) -> list[tuple[int, Workload]]:
+    """The separated workloads of :func:`marginal_ranges` (Thm 4.2): (axis, AllRange(dᵢ))."""
+    return [(i, allrange((d,))) for i, d in enumerate(dims)]
+
+
+# -- explicit and sampled ---------------------------------------------------------------------
+
+
+def from_boxes(
+    boxes: ArrayLike, dims: Sequence[int], name: str = "boxes", spec: str | None = None
+) -> Workload:
+    """A workload of 0/1 box queries (shape (q, k, 2), inclusive bounds) on grid ``dims``."""
+    dims = tuple(int(d) for d in dims)
+    b = np.asarray(boxes, dtype=np.int64).reshape(-1, len(dims), 2)
+    if len(b) == 0:
+        raise QueryError("the workload has no queries; give at least one range query")
+    lo, hi = b[:, :, 0], b[:, :, 1]
+    if np.any(lo < 0) or np.any(hi >= np.array(dims)) or np.any(lo > hi):
+        bad = int(np.flatnonzero(np.any((lo < 0) | (hi >= np.array(dims)) | (lo > hi), axis=1))[0])
+        raise QueryError(
+            f"query {bad} of the workload is not a box inside the grid {dims}: {b[bad].tolist()}"
+        )
+    rows = box_rows(b, dims)
+    gram = Explicit(box_gram(b, dims)) if math.prod(dims) <= BOX_GRAM_CELLS else rows.gram()
+    return Workload(name, dims, gram, len(b), spec=spec, boxes=b, rows=rows)
+
+
+#: Up to this many cells the Gram of a box workload is built by :func:`box_gram` (dense n x n).
+BOX_GRAM_CELLS = 4096
+
+
+def box_gram(boxes: ArrayLike, dims: Sequence[int]) -> NDArray[np.float64]:
+    """``WᵀW`` of 0/1 box queries without forming W: ``G[i, j]`` counts the boxes containing
+    both cells, i.e. with ``lo ≤ min(i, j)`` and ``hi ≥ max(i, j)`` on every axis — a
+    2k-dimensional cumulative count of the boxes by their corners, read at (min, max). O(n² + q).
+
+    >>> box_gram([[[0, 1]], [[1, 2]]], (3,)).astype(int).tolist()
+    [[1, 1, 0], [1, 2, 1], [0, 1, 1]]
+    """
+    dims = tuple(int(d) for d in dims)
+    b = np.asarray(boxes, dtype=np.int64).reshape(-1, len(dims), 2)
+    counts = np.zeros(tuple(d for d in dims for _ in range(2)))
+    np.add.at(counts, tuple(b.reshape(len(b), -1).T), 1.0)
+    for axis in range(2 * len(dims)):
+        if axis % 2 == 0:
+            np.cumsum(counts, axis=axis, out=counts)
+        else:
+            flipped = np.flip(counts, axis=axis)
+            counts = np.flip(np.cumsum(flipped, axis=axis), axis=axis)
+    cells = np.indices(dims).reshape(len(dims), -1)
+    index = []
+    for axis in range(len(dims)):
+        i, j = cells[axis][:, None], cells[axis][None, :]
+        index.extend([np.minimum(i, j), np.maximum(i, j)])
+    return np.asarray(counts[tuple(index)], dtype=np.float64)
+
+
+def from_matrix(
+    matrix: ArrayLike, dims: Sequence[int] | None = None, name: str = "explicit"
+) -> Workload:
+    """A workload given by its rows (any real coefficients, spec §1.2)."""
+    rows = Explicit(np.asarray(matrix, dtype=np.float64))
+    d = tuple(dims) if dims is not None else (rows.cols,)
+    if math.prod(d) != rows.cols:
+        raise QueryError(
+            f"the workload has {rows.cols} columns but the grid {d} has {math.prod(d)} cells"
+        )
+    return Workload(name, d, rows.gram(), rows.rows, rows=rows)
+
+
+def all_intervals(d: int) -> IntArray:
+    """All d(d+1)/2 intervals ``[a, b]`` of one axis, shape (d(d+1)/2, 2), ordered by (a, b)."""
+    a, b = np.triu_indices(d)
+    return np.stack([a, b], axis=1).astype(np.int64)
+
+
+def _decode(index: IntArray, dims: tuple[int, ...]) -> IntArray:
+    per_axis = [all_intervals(d) for d in dims]
+    multi = np.unravel_index(index, tuple(len(p) for p in per_axis))
+    return np.stack([per_axis[i][multi[i]] for i in range(len(dims))], axis=1)
+
+
+def _centre_distance(dims: tuple[int, ...]) -> NDArray[np.float64]:
+    """Distance of every range's centre from the domain centre, axes normalised to [−½, ½]."""
+    per_axis = []
+    for d in dims:
+        iv = all_intervals(d)
+        per_axis.append(((iv[:, 0] + iv[:, 1] + 1) / 2.0) / d - 0.5)
+    sq = [c**2 for c in per_axis]
+    total = sq[0]
+    for s in sq[1:]:
+        total = np.add.outer(total, s).ravel()
+    return np.sqrt(total)
+
+
+def random_ranges(
+    m: int,
+    dims: Sequence[int],
+    seed: int = 0,
+    bias: str | None = None,
+    beta: float = 5.0,
+) -> Workload:
+    """``m`` distinct ranges sampled without replacement from AllRange(dims) (§4.4).
+
+    ``bias=None``: uniform. ``bias="extremes"`` (the paper's intent, spec §4.4 [R]): weight
+    ``exp(−β (D_max − D)/D_max)`` with D the distance of the range centre from the domain centre;
+    ``bias="centre"`` (the footnote's literal reading): weight ``exp(−β D/D_max)``.
+    """
+    dims = tuple(int(d) for d in dims)
+    total = math.prod(d * (d + 1) // 2 for d in dims)
+    if not 1 <= m <= total:
+        raise QueryError(f"cannot sample {m} distinct ranges: the grid {dims} has {total}")
+    rng = np.random.default_rng(seed)
+    if bias is None:
+        index = np.sort(rng.choice(total, size=m, replace=False))
+    else:
+        dist = _centre_distance(dims)
+        dmax = float(dist.max()) or 1.0
+        if bias == "extremes":
+            w = np.exp(-beta * (dmax - dist) / dmax)
+        elif bias == "centre":
+            w = np.exp(-beta * dist / dmax)
+        else:
+            raise QueryError(f"bias must be None, 'extremes' or 'centre', got {bias!r}")
+        # Weighted sampling without replacement (Efraimidis & Spirakis): the m largest keys
+        # u^(1/w) = the m smallest -log(u)/w, in O(N) rather than numpy's O(mN) choice.
+        keys = -np.log(rng.random(total)) / w
+        index = np.sort(np.argpartition(keys, m - 1)[:m])
+    kind = (
+        "random-range"
+        if bias is None
+        else ("biased-range" if bias == "extremes" else "central-range")
+    )
+    spec = f"{kind}:{m}:{_dims_str(dims)}" + (f":seed={seed}" if seed else "")
+    return from_boxes(_decode(index, dims), dims, name=f"{kind}({m}, {_dims_str(dims)})", spec=spec)
+
+
+def coverage_ranges(m: int, coverage: float, n: int, seed: int = 0) -> Workload:
+    """``m`` distinct 1-D ranges with average coverage about ``coverage`` (Fig 3(b), §4.4 [R]):
+    lengths uniform in ``[⌈0.5cn⌉, ⌈1.5cn⌉]`` clipped to [1, n], uniform start."""
+    rng = np.random.default_rng(seed)
+    lo_len = max(1, math.ceil(0.5 * coverage * n))
+    hi_len = min(n, max(lo_len, math.ceil(1.5 * coverage * n)))
+    candidates = [
+        (a, a + length - 1) for length in range(lo_len, hi_len + 1) for a in range(n - length + 1)
+    ]
+    pick = rng.choice(len(candidates), size=min(m, len(candidates)), replace=False)
+    boxes = np.array([candidates[i] for i in np.sort(pick)], dtype=np.int64).reshape(-1, 1, 2)
+    spec = f"coverage-range:{m}:{coverage}:{n}" + (f":seed={seed}" if seed else "")
+    return from_boxes(boxes, (n,), name=f"coverage-range({m}, {coverage}, {n})", spec=spec)
+
+
+def average_coverage(w: Workload) -> float:
+    """Mean fraction of the cells covered by the workload's box queries."""
+    if w.boxes is None:
+        raise QueryError(f"workload {w.name!r} is not a list of boxes")
+    sizes = np.prod(w.boxes[:, :, 1] - w.boxes[:, :, 0] + 1, axis=1)
+    return float(sizes.mean() / w.n)
+
+
+# -- parsing ----------------------------------------------------------------------------------
+
+
+def _dims_str(dims: Sequence[int]) -> str:
+    return "x".join(str(d) for d in dims)
+
+
+def parse_dims(text: str) -> tuple[int, ...]:
+    """``"32x32"`` -> (32, 32).
+
+    >>> parse_dims("16x8x8")
+    (16, 8, 8)
+    """
+    try:
+        dims = tuple(int(t) for t in text.lower().split("x"))
+    except ValueError:
+        raise QueryError(
+            f"bad grid {text!r}: write the axis sizes separated by 'x', e.g. 32x32"
+        ) from None
+    if not dims or min(dims) < 1:
+        raise QueryError(f"bad grid {text!r}: every axis needs at least one cell")
+    return dims
+
+
+def parse_workload(spec: str) -> Workload:
+    """A named workload from its spec string (see the module docstring)."""
+    parts = spec.strip().split(":")
+    kind, args = parts[0].lower(), parts[1:]
+    options = dict(a.split("=", 1) for a in args if "=" in a)
+    args = [a for a in args if "=" not in a]
+    seed = int(options.get("seed", 0))
+    try:
+        if kind == "allrange" and len(args) == 1:
+            return allrange(parse_dims(args[0]))
+        if kind == "prefix" and len(args) == 1:
+            return prefix(parse_dims(args[0]))
+        if kind == "allpredicate" and len(args) == 1:
+            return allpredicate(int(args[0]))
+        if kind == "marginals" and len(args) == 2:
+            return marginals(int(args[0]), parse_dims(args[1]))
+        if kind == "marginal-ranges" and len(args) == 1:
+            return marginal_ranges(parse_dims(args[0]))
+        if kind in ("random-range", "biased-range", "central-range") and len(args) == 2:
+            bias = {"random-range": None, "biased-range": "extremes", "central-range": "centre"}[
+                kind
+            ]
+            beta = float(options.get("beta", 5.0))
+            return random_ranges(int(args[0]), parse_dims(args[1]), seed=seed, bias=bias, beta=beta)
+        if kind == "coverage-range" and len(args) == 3:
+            return coverage_ranges(int(args[0]), float(args[1]), int(args[2]), seed=seed)
+    except ValueError as exc:
+        raise QueryError(f"bad workload spec {spec!r}: {exc}") from None
+    raise QueryError(
+        f"unknown workload spec {spec!r}; use e.g. allrange:1024, allrange:32x32, prefix:4096, "
+        "marginals:2:8x8x8, random-range:10000:32x32 or a JSON/CSV file of range queries"
+    )
+
+
+def _csv_queries(path: Path, schema: Schema) -> list[dict[str, Any]]:
+    queries: list[dict[str, Any]] = []
+    with path.open(newline="") as f:
+        for line, row in enumerate(csv.DictReader(f), start=2):
+            q: dict[str, Any] = {}
+            for name in schema.names:
+                lo, hi, value = row.get(f"{name}_lo"), row.get(f"{name}_hi"), row.get(name)
+                if lo not in (None, "") or hi not in (None, ""):
+                    if lo in (None, "") or hi in (None, ""):
+                        raise QueryError(
+                            f"{path}:{line}: give both {name}_lo and {name}_hi (or neither)"
+                        )
+                    q[name] = [int(float(str(lo))), int(float(str(hi)))]
+                elif value not in (None, ""):
+                    q[name] = value
+            unknown = [
+                k for k in row if k and k not in schema.names and not k.endswith(("_lo", "_hi"))
+            ]
+            if unknown:
+                raise QueryError(
+                    f"{path}: unknown column {unknown[0]!r}; use <attribute>_lo/_hi or <attribute>"
+                )
+            queries.append(q)
+    return queries
+
+
+def load_workload_file(path: str | Path, schema: Schema) -> Workload:
+    """Range queries from a JSON file (a list of query dicts, or ``{"queries": [...]}``, each the
+    mapping ``Release.answer`` takes) or a CSV file (columns ``<attr>_lo``, ``<attr>_hi`` with
+    inclusive index intervals, or ``<attr>`` with a category; blank = the whole axis)."""
+    p = Path(path)
+    if not p.is_file():
+        raise QueryError(f"workload file {str(p)!r} does not exist")
+    if p.suffix.lower() == ".csv":
+        queries = _csv_queries(p, schema)
+    else:
+        try:
+            data = json.loads(p.read_text())
+        except json.JSONDecodeError as exc:
+            raise QueryError(f"workload file {str(p)!r} is not valid JSON: {exc}") from None
+        queries = data["queries"] if isinstance(data, Mapping) and "queries" in data else data
+        if not isinstance(queries, list):
+            raise QueryError(f"workload file {str(p)!r} must hold a list of queries")
+    boxes = np.array([schema.box(q) for q in queries], dtype=np.int64).reshape(len(queries), -1, 2)
+    return from_boxes(boxes, schema.shape, name=p.name)
+
+
+def resolve_workload(workload: Any, schema: Schema | None = None) -> Workload:
+    """A :class:`Workload` from a Workload, a spec string, a file path (needs ``schema``) or a
+    list of query dicts (needs ``schema``)."""
+    if isinstance(workload, Workload):
+        return workload
+    if isinstance(workload, str | Path):
+        text = str(workload)
+        if Path(text).is_file() or text.lower().endswith((".json", ".csv")):
+            if schema is None:
+                raise QueryError(
+                    f"workload file {text!r} needs a schema to resolve its attribute names"
+                )
+            return load_workload_file(text, schema)
+        return parse_workload(text)
+    if isinstance(workload, list | tuple) and schema is not None:
+        boxes = np.array([schema.box(q) for q in workload], dtype=np.int64).reshape(
+            len(workload), -1, 2
+        )
+        return from_boxes(boxes, schema.shape, name="queries")
+    raise QueryError(
+        f"cannot use {type(workload).__name__} as a workload; give a spec string, a file or a Workload"
+    )
+
+
+__all__ = [
+    "Workload",
+    "all_intervals",
+    "allpredicate",
+    "allrange",
+    "allrange_gram_1d",
+    "allrange_rows_1d",
+    "average_coverage",
+    "box_gram",
+    "coverage_ranges",
+    "from_boxes",
+    "from_matrix",
+    "load_workload_file",
+    "marginal_range_parts",
+    "marginal_ranges",
+    "marginals",
+    "parse_dims",
+    "parse_workload",
+    "prefix",
+    "prefix_gram_1d",
+    "random_ranges",
+    "resolve_workload",
+    "workload_from_dict",
+]

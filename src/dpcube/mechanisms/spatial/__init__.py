@@ -1,0 +1,34 @@
+"""Location histograms: HTF (Shaham et al. 2021) and the spatial baselines.
+
+See ``docs/location.md`` and the spec ``specs/htf.md``. Every mechanism here takes a histogram
+over one spatial attribute (or two ordinal attributes) and returns a
+:class:`~dpcube.mechanisms.spatial.release.LeafRelease` of rectangles with noisy counts
+(``Singular`` returns a per-cell release).
+"""
+
+from dpcube.mechanisms.spatial.baselines import (
+    AdaptiveGrid,
+    KDTree,
+    QuadTree,
+    Singular,
+    Uniform,
+    UniformGrid,
+)
+from dpcube.mechanisms.spatial.htf import HTF
+from dpcube.mechanisms.spatial.privtree import PrivTree
+from dpcube.mechanisms.spatial.release import Leaf, LeafRelease
+from dpcube.mechanisms.spatial.users import bound_contributions
+
+__all__ = [
+    "HTF",
+    "AdaptiveGrid",
+    "KDTree",
+    "Leaf",
+    "LeafRelease",
+    "PrivTree",
+    "QuadTree",
+    "Singular",
+    "Uniform",
+    "UniformGrid",
+    "bound_contributions",
+]

@@ -1,0 +1,234 @@
+"""Shared pieces of the spatial mechanisms (HTF spec sections 7, 10.1, 12.3).
+
+- :func:`grid_shape`: the 2-D domain of a schema (one :class:`~dpcube.schema.Spatial` attribute,
+  or two ordinal attributes used as axis 0 and axis 1);
+- :func:`geometric_shares`: Eq. 17, the per-height budget of a tree (Cormode et al. 2012);
+- :func:`tree_height`: Eq. 10 with the spec's floor and guards;
+- :class:`SpatialMechanism`: the base class with the user-level contribution bound ``c``.
+
+Axis 0 of the frequency matrix is the "row" axis (latitude, y, for a spatial attribute) and axis 1
+the "column" axis (longitude, x). Rectangles are half-open ``(r0, r1, c0, c1)`` in grid cells.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+from typing import Any, ClassVar
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dpcube.errors import DataError, SchemaError
+from dpcube.histogram import Histogram
+from dpcube.mechanisms.base import Mechanism, SensitivityClaim
+from dpcube.privacy.neighbours import Neighbour
+from dpcube.privacy.random import RandomSource
+from dpcube.privacy.samplers import add_discrete_laplace
+from dpcube.release.base import ReleaseMetadata
+from dpcube.schema import Ordinal, Schema, Spatial
+
+ROW, COL = 0, 1
+
+
+def grid_shape(schema: Schema) -> tuple[int, int]:
+    """The (rows, cols) of a 2-D schema, or a one-line :class:`SchemaError`.
+
+    >>> s = Schema.from_dict({"attributes": [{"name": "p", "kind": "spatial", "columns": ["lat", "lon"],
+    ...     "bbox": [0, 0, 1, 1], "resolution": [4, 8]}]})
+    >>> grid_shape(s)
+    (4, 8)
+    """
+    attrs = schema.attributes
+    if len(attrs) == 1 and isinstance(attrs[0], Spatial):
+        rows, cols = attrs[0].shape
+        return int(rows), int(cols)
+    if len(attrs) == 2 and all(isinstance(a, Ordinal) for a in attrs):
+        return int(attrs[0].shape[0]), int(attrs[1].shape[0])
+    kinds = ", ".join(f"{a.name} ({type(a).__name__.lower()})" for a in attrs)
+    raise SchemaError(
+        f"spatial mechanisms need one spatial attribute or two ordinal attributes (x/y); "
+        f"the schema has {kinds}"
+    )
+
+
+def geometric_shares(h: int, epsilon: float) -> NDArray[np.float64]:
+    """``eps_i`` for heights i = 0..h (index i; leaves i = 0 get the most), Eq. 17.
+
+    ``eps_i = 2^((h-i)/3) eps (2^(1/3) - 1) / (2^((h+1)/3) - 1)``; the shares sum to ``epsilon``
+    and ``eps_(i-1) / eps_i = 2^(1/3)``.
+
+    >>> [round(float(x), 6) for x in geometric_shares(2, 1.0)]
+    [0.412599, 0.32748, 0.259921]
+    """
+    if h < 0:
+        raise ValueError(f"tree height must be >= 0, got {h}")
+    i = np.arange(h + 1, dtype=np.float64)
+    c = 2.0 ** (1.0 / 3.0)
+    shares = 2.0 ** ((h - i) / 3.0) * epsilon * (c - 1.0) / (2.0 ** ((h + 1) / 3.0) - 1.0)
+    return np.asarray(shares)
+
+
+def tree_height(noisy_total: float, epsilon: float, c0: float = 10.0) -> int:
+    """HTF's height h = floor(log2(|D| eps / c0)), at least 1 (Eq. 10, spec section 7).
+
+    >>> [tree_height(3_500_000, e) for e in (0.1, 0.3, 0.5)]
+    [15, 16, 17]
+    >>> tree_height(1_000_000, 0.1), tree_height(-5, 1.0)
+    (13, 1)
+    """
+    x = noisy_total * epsilon / c0
+    if x < 2:
+        return 1
+    return max(1, math.floor(math.log2(x)))
+
+
+def relative_error(
+    true: NDArray[Any], estimate: NDArray[Any], bound: float = 20.0
+) -> NDArray[np.float64]:
+    """Per-query relative error in percent with the smoothing bound (spec 12.3, A11).
+
+    >>> relative_error(np.array([0, 100, 10]), np.array([10, 90, 0])).tolist()
+    [50.0, 10.0, 50.0]
+    """
+    t = np.asarray(true, dtype=np.float64)
+    e = np.asarray(estimate, dtype=np.float64)
+    return np.asarray(100.0 * np.abs(t - e) / np.maximum(t, bound))
+
+
+def noisy_count(total: int, epsilon: float, source: RandomSource) -> int:
+    """``total + DLap(1/epsilon)`` (a count of sensitivity 1; Eq. 9)."""
+    noisy, _ = add_discrete_laplace(np.array([total], dtype=np.int64), 1.0 / epsilon, source)
+    return int(noisy[0])
+
+
+def spatial_case_schema(rows: int = 2, cols: int = 3) -> Schema:
+    """A tiny spatial schema for the conformance suite and tests."""
+    return Schema.from_dict(
+        {
+            "attributes": [
+                {
+                    "name": "p",
+                    "kind": "spatial",
+                    "columns": ["lat", "lon"],
+                    "bbox": [0.0, 0.0, float(rows), float(cols)],
+                    "resolution": [rows, cols],
+                }
+            ]
+        }
+    )
+
+
+class SpatialMechanism(Mechanism):
+    """Base of the spatial mechanisms: a 2-D histogram in, a release of rectangles out.
+
+    Unit of privacy: one location point (unbounded, ``add_remove`` neighbours; spec section 3).
+    With ``user_bound=c`` the unit is one user holding at most c points: the input histogram must
+    come from :func:`dpcube.mechanisms.spatial.users.bound_contributions` with that c (or a
+    smaller one), and every internal budget is ``epsilon / c`` (group privacy of a pure
+    epsilon-DP mechanism: c points change every measurement by at most c times its sensitivity).
+    """
+
+    neighbours: ClassVar[tuple[Neighbour, ...]] = (Neighbour.ADD_REMOVE,)
+
+    def __init__(
+        self,
+        epsilon: float,
+        delta: float | None = None,
+        neighbour: str = "add_remove",
+        user_bound: int = 1,
+    ) -> None:
+        super().__init__(epsilon, delta, neighbour)
+        if isinstance(user_bound, bool) or int(user_bound) != user_bound or int(user_bound) < 1:
+            raise DataError(
+                f"user_bound must be a positive integer (points per user), got {user_bound!r}"
+            )
+        self.user_bound = int(user_bound)
+
+    def point_claims(self, schema: Schema) -> list[SensitivityClaim]:
+        """The measurements and their sensitivities to one point (subclasses)."""
+        raise NotImplementedError
+
+    def sensitivity_claims(self, schema: Schema) -> list[SensitivityClaim]:
+        """Per point; with ``user_bound=c`` a user moves every measurement by at most c times."""
+        claims = self.point_claims(schema)
+        if self.user_bound == 1:
+            return claims
+        c = self.user_bound
+        return [
+            dataclasses.replace(
+                x, name=f"{x.name} x{c} (user)", declared=x.declared * c, tight=False
+            )
+            for x in claims
+        ]
+
+    @classmethod
+    def add_cli_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        """``--user-column`` and ``--max-points-per-user`` (shared by every spatial mechanism)."""
+        try:
+            parser.add_argument(
+                "--user-column",
+                default=None,
+                help="spatial mechanisms: the column identifying users (user-level privacy)",
+            )
+            parser.add_argument(
+                "--max-points-per-user",
+                type=int,
+                default=None,
+                help="spatial mechanisms: keep at most this many random points per user",
+            )
+        except argparse.ArgumentError:
+            return
+
+    @classmethod
+    def from_cli(cls, args: argparse.Namespace, params: dict[str, Any]) -> Mechanism:
+        if getattr(args, "user_column", None) and getattr(args, "max_points_per_user", None):
+            params = {**params, "user_bound": args.max_points_per_user}
+        return cls(epsilon=args.epsilon, delta=args.delta, neighbour=args.neighbour, **params)
+
+    @classmethod
+    def cli_data(cls, args: argparse.Namespace, schema: Schema | None) -> Any:
+        user_column = getattr(args, "user_column", None)
+        if not user_column:
+            return super().cli_data(args, schema)
+        if schema is None:
+            raise SchemaError(f"--mechanism {cls.name} needs --schema")
+        bound = getattr(args, "max_points_per_user", None)
+        if bound is None:
+            raise DataError(
+                "--user-column needs --max-points-per-user C (the points kept per user)"
+            )
+        from dpcube.mechanisms.spatial.users import bound_contributions
+
+        return bound_contributions(
+            args.data, schema, user_column, bound, on_out_of_domain=args.on_out_of_domain
+        )
+
+    @property
+    def unit_epsilon(self) -> float:
+        """The budget per point: epsilon / user_bound."""
+        return self.epsilon / self.user_bound
+
+    def prepare(self, data: Any) -> Histogram:
+        hist: Histogram = super().prepare(data)
+        grid_shape(hist.schema)
+        bound = hist.report.get("contribution_bound")
+        if self.user_bound > 1 and bound is None:
+            raise DataError(
+                f"user_bound={self.user_bound} needs a contribution-bounded histogram; build it with "
+                "dpcube.mechanisms.spatial.bound_contributions(source, schema, user_column, max_points)"
+            )
+        if bound is not None and self.user_bound > 1 and int(bound) > self.user_bound:
+            raise DataError(
+                f"the histogram keeps up to {bound} points per user but user_bound={self.user_bound}; "
+                f"use user_bound={bound} or bound the contributions to {self.user_bound}"
+            )
+        return hist
+
+    def metadata(self, data: Any, source: RandomSource) -> ReleaseMetadata:
+        meta = super().metadata(data, source)
+        meta.report["privacy_unit"] = (
+            "point" if self.user_bound == 1 else f"user (at most {self.user_bound} points)"
+        )
+        return meta

@@ -1,0 +1,606 @@
+"""The baselines HTF is compared with (HTF spec section 13.1), each a spatial mechanism.
+
+- :class:`QuadTree` (Cormode et al., ICDE 2012): midpoint quadtree of height k, every node's count
+  released with a geometric (Eq. 17) or uniform share of epsilon, then least-squares consistency;
+- :class:`KDTree` (Cormode et al. 2012): binary tree with alternating axes whose cuts are private
+  medians (an exact exponential mechanism, :mod:`.em`) with 15 % of epsilon, counts as above;
+- :class:`UniformGrid` (UG) and :class:`AdaptiveGrid` (AG) of Qardaji, Yang and Li (ICDE 2013);
+- :class:`Uniform`: the noisy total spread over the grid; :class:`Singular`: noise on every cell.
+
+All noise is discrete Laplace on integer counts. A node that cannot be split (1x1) before the
+tree's last level releases its count with every share left on its path (as HTF's fix-9), so
+every root-to-leaf path spends exactly epsilon. Methods that need |D| to size themselves (UG,
+AG, and trees whose height is not given) spend ``eps_height`` on a noisy total (spec A18).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dpcube.errors import BudgetError
+from dpcube.histogram import Histogram
+from dpcube.mechanisms.base import SensitivityClaim
+from dpcube.mechanisms.spatial._common import (
+    ROW,
+    SpatialMechanism,
+    geometric_shares,
+    grid_shape,
+    noisy_count,
+    spatial_case_schema,
+    tree_height,
+)
+from dpcube.mechanisms.spatial.em import exponential_cuts
+from dpcube.mechanisms.spatial.release import LeafRelease
+from dpcube.mechanisms.spatial.tree import (
+    Tree,
+    binary_tree,
+    consistent_leaves,
+    quad_tree,
+    rect_sums,
+)
+from dpcube.privacy.random import RandomSource
+from dpcube.privacy.samplers import add_discrete_laplace
+from dpcube.release.base import ReleaseMetadata
+from dpcube.release.cells import CellRelease, prefix_sums
+from dpcube.release.variance import UniformCellVariance
+from dpcube.schema import Schema
+
+IntArray = NDArray[np.int64]
+
+
+def _total_claim() -> SensitivityClaim:
+    return SensitivityClaim(
+        "total", lambda x: np.array([np.asarray(x).sum()], dtype=np.float64), "l1", 1.0
+    )
+
+
+def _cells_claim(name: str = "partition counts (any tiling)") -> SensitivityClaim:
+    return SensitivityClaim(name, lambda x: np.asarray(x, dtype=np.float64).ravel(), "l1", 1.0)
+
+
+def grid_edges(n: int, m: int) -> IntArray:
+    """``m`` (at most n) near-equal bins of ``range(n)``: round(linspace(0, n, m + 1)).
+
+    >>> grid_edges(10, 3).tolist()
+    [0, 3, 7, 10]
+    """
+    m = max(1, min(int(m), n))
+    return np.rint(np.linspace(0, n, m + 1)).astype(np.int64)
+
+
+def grid_rects(row_edges: IntArray, col_edges: IntArray, r0: int = 0, c0: int = 0) -> IntArray:
+    """The rectangles of the grid with these edges, row-major.
+
+    >>> grid_rects(np.array([0, 1, 3]), np.array([0, 2])).tolist()
+    [[0, 1, 0, 2], [1, 3, 0, 2]]
+    """
+    rows = np.stack([row_edges[:-1], row_edges[1:]], axis=1) + r0
+    cols = np.stack([col_edges[:-1], col_edges[1:]], axis=1) + c0
+    rr = np.repeat(rows, len(cols), axis=0)
+    cc = np.tile(cols, (len(rows), 1))
+    return np.concatenate([rr, cc], axis=1)
+
+
+def level_budgets(height: int, epsilon: float, allocation: str) -> NDArray[np.float64]:
+    """Budget of a node of height i (index i = 0..height): geometric (Eq. 17) or uniform.
+
+    >>> level_budgets(3, 1.0, "uniform").tolist()
+    [0.25, 0.25, 0.25, 0.25]
+    """
+    if allocation == "geometric":
+        return geometric_shares(height, epsilon)
+    if allocation == "uniform":
+        return np.full(height + 1, epsilon / (height + 1))
+    raise BudgetError(f"budget allocation must be 'geometric' or 'uniform', got {allocation!r}")
+
+
+def release_tree_counts(
+    tree: Tree, shares: NDArray[np.float64], source: RandomSource
+) -> tuple[list[NDArray[np.float64]], list[NDArray[np.float64]], list[NDArray[np.float64]]]:
+    """Noisy count of every node: ``shares[height]``, or for a childless node above the last level
+    every share from its height down (the rest of its path). Returns (noisy, variances, path eps)."""
+    h = tree.height
+    cumulative = np.cumsum(shares)
+    noisy, variances, spent = [], [], []
+    for d, level in enumerate(tree.levels):
+        i = h - d
+        eps = np.where(tree.child_counts(d) > 0, shares[i], cumulative[i])
+        y = np.zeros(len(level.rects))
+        v = np.zeros(len(level.rects))
+        for e in np.unique(eps):
+            sel = eps == e
+            counts, draw = add_discrete_laplace(level.counts[sel], 1.0 / float(e), source)
+            y[sel] = counts
+            v[sel] = float(draw.variance)
+        noisy.append(y)
+        variances.append(v)
+        above = cumulative[-1] - cumulative[i]
+        spent.append(above + eps)
+    return noisy, variances, spent
+
+
+class _CountTree(SpatialMechanism):
+    """A tree whose every node count is released, then made consistent (Cormode et al. 2012)."""
+
+    def __init__(
+        self,
+        epsilon: float,
+        delta: float | None = None,
+        neighbour: str = "add_remove",
+        height: int | None = None,
+        allocation: str = "geometric",
+        consistency: bool = True,
+        eps_height: float = 1e-4,
+        user_bound: int = 1,
+    ) -> None:
+        super().__init__(epsilon, delta, neighbour, user_bound)
+        self.height = None if height is None else int(height)
+        if self.height is not None and self.height < 0:
+            raise BudgetError(f"height must be >= 0, got {height}")
+        level_budgets(0, 1.0, allocation)
+        self.allocation = allocation
+        self.consistency = bool(consistency)
+        self.eps_height = float(eps_height)
+        if self.height is None and not 0 < self.eps_height < self.epsilon:
+            raise BudgetError(
+                f"eps_height must be in (0, epsilon={self.epsilon}), got {eps_height}"
+            )
+
+    def _spent_on_height(self) -> float:
+        return 0.0 if self.height is not None else self.eps_height
+
+    def _estimated_height(self, hist: Histogram, source: RandomSource) -> int:
+        """HTF's height rule from a noisy total (spec A17); overridden by ``height``."""
+        n_hat = noisy_count(hist.total, self.eps_height / self.user_bound, source)
+        return tree_height(n_hat, self.unit_epsilon)
+
+    def _finish(
+        self,
+        hist: Histogram,
+        tree: Tree,
+        eps_counts: float,
+        spent_before: float,
+        source: RandomSource,
+        metadata: ReleaseMetadata,
+    ) -> LeafRelease:
+        c = self.user_bound
+        shares = level_budgets(tree.height, eps_counts / c, self.allocation)
+        noisy, variances, spent = release_tree_counts(tree, shares, source)
+        depths, idx = tree.leaves()
+        paths = (
+            spent_before
+            + np.concatenate([spent[d][idx[depths == d]] for d in range(len(tree.levels))]) * c
+        )
+        if self.consistency:
+            rects, values = consistent_leaves(tree, noisy, variances)
+            leaf_var = None
+        else:
+            rects = np.concatenate(
+                [tree.levels[d].rects[idx[depths == d]] for d in range(len(tree.levels))]
+            )
+            values = np.concatenate([noisy[d][idx[depths == d]] for d in range(len(tree.levels))])
+            leaf_var = np.concatenate(
+                [variances[d][idx[depths == d]] for d in range(len(tree.levels))]
+            )
+        metadata.noise = {
+            "distribution": "discrete_laplace",
+            "height": tree.height,
+            "allocation": self.allocation,
+            "consistency": self.consistency,
+            "leaves": len(rects),
+        }
+        return LeafRelease(hist.schema, metadata, rects, values, leaf_var, paths)
+
+
+class QuadTree(_CountTree):
+    """Data-independent quadtree (Cormode et al. 2012): height k, all of epsilon on counts.
+
+    ``height=None`` uses HTF's rule k = floor(h/2) with h from a noisy total (spec A17).
+
+    >>> from dpcube import Histogram
+    >>> from dpcube.privacy import NO_NOISE
+    >>> r = QuadTree(1.0, height=2).release(Histogram(spatial_case_schema(4, 4), np.ones((4, 4))), random_state=NO_NOISE)
+    >>> len(r.leaves), round(r.answer({"p": [[0, 2], [0, 0]]}), 9)
+    (16, 3.0)
+    """
+
+    name = "quadtree"
+
+    def point_claims(self, schema: Schema) -> list[SensitivityClaim]:
+        rows, cols = grid_shape(schema)
+        depth = self.height if self.height is not None else math.ceil(math.log2(max(rows, cols, 2)))
+        claims = [] if self.height is not None else [_total_claim()]
+        empty = quad_tree(np.zeros((rows, cols), dtype=np.int64), depth)
+        for d, level in enumerate(empty.levels):
+            rects = level.rects
+
+            def counts(x: np.ndarray, rects: IntArray = rects) -> np.ndarray:
+                return rect_sums(prefix_sums(np.asarray(x, dtype=np.int64)), rects).astype(
+                    np.float64
+                )
+
+            claims.append(SensitivityClaim(f"level {d} counts", counts, "l1", 1.0))
+        return claims
+
+    @classmethod
+    def conformance_cases(cls) -> list[Any]:
+        from dpcube.testing.conformance import Case
+
+        schema = spatial_case_schema(2, 3)
+        queries = [{}, {"p": [[0, 0], [0, 2]]}, {"p": [[0, 1], [1, 1]]}, {"p": [[1, 1], [2, 2]]}]
+        return [
+            Case("quadtree-geo", schema, lambda n: cls(1.0, neighbour=n, height=2), queries),
+            Case(
+                "quadtree-uniform-raw",
+                schema,
+                lambda n: cls(1.0, neighbour=n, height=2, allocation="uniform", consistency=False),
+                queries,
+            ),
+            Case("quadtree-auto", schema, lambda n: cls(1.0, neighbour=n), [{}]),
+        ]
+
+    def _release(
+        self, data: Histogram, source: RandomSource, metadata: ReleaseMetadata
+    ) -> LeafRelease:
+        rows, cols = grid_shape(data.schema)
+        if self.height is not None:
+            k = self.height
+        else:
+            k = min(
+                self._estimated_height(data, source) // 2, math.ceil(math.log2(max(rows, cols, 2)))
+            )
+        tree = quad_tree(data.counts, k)
+        spent = self._spent_on_height()
+        return self._finish(data, tree, self.epsilon - spent, spent, source, metadata)
+
+
+def median_chooser(F: IntArray, eps_median: float, source: RandomSource) -> Any:
+    prefix = prefix_sums(np.asarray(F, dtype=np.int64))
+
+    def choose(rects: IntArray, axes: IntArray, lengths: IntArray, widths: IntArray) -> IntArray:
+        n = rect_sums(prefix, rects)
+
+        def first(nodes: IntArray, ks: IntArray) -> IntArray:
+            sub = rects[nodes].copy()
+            by_row = axes[nodes] == ROW
+            sub[by_row, 1] = sub[by_row, 0] + ks[by_row]
+            sub[~by_row, 3] = sub[~by_row, 2] + ks[~by_row]
+            return rect_sums(prefix, sub)
+
+        def score(nodes: IntArray, ks: IntArray) -> IntArray:
+            return np.abs(2 * first(nodes, ks) - n[nodes])
+
+        nodes = np.arange(len(rects))
+        lo, hi = np.ones_like(lengths), lengths - 1
+        while np.any(lo < hi):
+            mid = (lo + hi) // 2
+            above = 2 * first(nodes, mid) >= n
+            hi = np.where(above, mid, hi)
+            lo = np.where(above, lo, mid + 1)
+        best = np.minimum(score(nodes, lo), score(nodes, np.maximum(lo - 1, 1)))
+        return exponential_cuts(score, best, lengths, eps_median, source)
+
+    return choose
+
+
+def _score_claim(rows: int, cols: int, axis: int, k: int) -> SensitivityClaim:
+    def f(x: np.ndarray) -> np.ndarray:
+        a = np.asarray(x, dtype=np.int64)
+        first = a[:k].sum() if axis == ROW else a[:, :k].sum()
+        return np.array([abs(2 * int(first) - int(a.sum()))], dtype=np.float64)
+
+    return SensitivityClaim(f"median score[{'row' if axis == ROW else 'col'} k={k}]", f, "l1", 1.0)
+
+
+class KDTree(_CountTree):
+    """kd-tree with private medians (Cormode et al. 2012; spec 13.1).
+
+    ``median_share`` (15 %) of epsilon chooses the cuts, ``median_share / h`` per level, through
+    the exponential mechanism with score ``|2 cnt_k - n|``; the rest is spent on the node counts
+    (``allocation`` geometric or uniform) followed by least-squares consistency.
+    """
+
+    name = "kdtree"
+
+    def __init__(
+        self,
+        epsilon: float,
+        delta: float | None = None,
+        neighbour: str = "add_remove",
+        height: int | None = None,
+        allocation: str = "geometric",
+        consistency: bool = True,
+        eps_height: float = 1e-4,
+        median_share: float = 0.15,
+        even_axis: str = "row",
+        user_bound: int = 1,
+    ) -> None:
+        super().__init__(
+            epsilon, delta, neighbour, height, allocation, consistency, eps_height, user_bound
+        )
+        if not 0 < float(median_share) < 1:
+            raise BudgetError(f"median_share must be in (0, 1), got {median_share}")
+        if self.height == 0:
+            raise BudgetError("a kd-tree needs height >= 1")
+        self.median_share = float(median_share)
+        if even_axis not in ("row", "col"):
+            raise BudgetError(f"even_axis must be 'row' or 'col', got {even_axis!r}")
+        self.even_axis = even_axis
+
+    def point_claims(self, schema: Schema) -> list[SensitivityClaim]:
+        rows, cols = grid_shape(schema)
+        claims = [_cells_claim("node counts (any tiling)")]
+        if self.height is None:
+            claims.append(_total_claim())
+        for axis, length in ((ROW, rows), (1 - ROW, cols)):
+            for k in sorted({1, length // 2, length - 1} - {0}) if length >= 2 else []:
+                claims.append(_score_claim(rows, cols, axis, k))
+        return claims
+
+    @classmethod
+    def conformance_cases(cls) -> list[Any]:
+        from dpcube.testing.conformance import Case
+
+        schema = spatial_case_schema(2, 3)
+        queries = [{}, {"p": [[0, 0], [0, 2]]}, {"p": [[0, 1], [1, 1]]}, {"p": [[1, 1], [2, 2]]}]
+        return [
+            Case("kdtree-geo", schema, lambda n: cls(1.0, neighbour=n, height=4), queries),
+            Case(
+                "kdtree-uniform",
+                schema,
+                lambda n: cls(1.0, neighbour=n, height=4, allocation="uniform"),
+                queries,
+            ),
+            Case("kdtree-auto", schema, lambda n: cls(1.0, neighbour=n), [{}]),
+        ]
+
+    def _release(
+        self, data: Histogram, source: RandomSource, metadata: ReleaseMetadata
+    ) -> LeafRelease:
+        h = self.height if self.height is not None else self._estimated_height(data, source)
+        spent = self._spent_on_height()
+        rest = self.epsilon - spent
+        eps_median = self.median_share * rest / h
+        c = self.user_bound
+        tree = binary_tree(
+            data.counts,
+            h,
+            median_chooser(data.counts, eps_median / c, source),
+            0 if self.even_axis == "row" else 1,
+        )
+        return self._finish(
+            data, tree, (1 - self.median_share) * rest, spent + h * eps_median, source, metadata
+        )
+
+
+class UniformGrid(SpatialMechanism):
+    """UG (Qardaji et al. 2013): an m x m grid, m = ceil(sqrt(|D| eps / c)), c = 10.
+
+    |D| comes from ``eps_height`` of the budget unless ``grid_size`` fixes m (spec A18).
+    """
+
+    name = "ug"
+
+    def __init__(
+        self,
+        epsilon: float,
+        delta: float | None = None,
+        neighbour: str = "add_remove",
+        c: float = 10.0,
+        grid_size: int | None = None,
+        eps_height: float = 1e-4,
+        user_bound: int = 1,
+    ) -> None:
+        super().__init__(epsilon, delta, neighbour, user_bound)
+        self.c = float(c)
+        self.grid_size = None if grid_size is None else int(grid_size)
+        self.eps_height = float(eps_height)
+        if self.grid_size is None and not 0 < self.eps_height < self.epsilon:
+            raise BudgetError(
+                f"eps_height must be in (0, epsilon={self.epsilon}), got {eps_height}"
+            )
+
+    def point_claims(self, schema: Schema) -> list[SensitivityClaim]:
+        return [_cells_claim("grid counts")] + ([_total_claim()] if self.grid_size is None else [])
+
+    @classmethod
+    def conformance_cases(cls) -> list[Any]:
+        from dpcube.testing.conformance import Case
+
+        schema = spatial_case_schema(2, 3)
+        queries = [{}, {"p": [[0, 0], [0, 2]]}, {"p": [[0, 1], [1, 1]]}]
+        return [
+            Case("ug-fixed", schema, lambda n: cls(1.0, neighbour=n, grid_size=3), queries),
+            Case(
+                "ug-auto",
+                schema,
+                lambda n: cls(1.0, neighbour=n),
+                [{}, {"p": [[0, 0], [0, 2]]}, {"p": [[0, 1], [2, 2]]}],
+            ),
+        ]
+
+    def _release(
+        self, data: Histogram, source: RandomSource, metadata: ReleaseMetadata
+    ) -> LeafRelease:
+        rows, cols = grid_shape(data.schema)
+        u = self.user_bound
+        spent = 0.0 if self.grid_size is not None else self.eps_height
+        eps = self.epsilon - spent
+        if self.grid_size is not None:
+            m = self.grid_size
+        else:
+            n_hat = noisy_count(data.total, self.eps_height / u, source)
+            m = max(1, math.ceil(math.sqrt(max(n_hat, 0) * eps / u / self.c)))
+        rects = grid_rects(grid_edges(rows, m), grid_edges(cols, m))
+        counts, draw = add_discrete_laplace(
+            rect_sums(prefix_sums(data.counts), rects), u / eps, source
+        )
+        metadata.noise = {
+            "distribution": "discrete_laplace",
+            "grid": [len(grid_edges(rows, m)) - 1, len(grid_edges(cols, m)) - 1],
+        }
+        variances = np.full(len(rects), float(draw.variance))
+        return LeafRelease(
+            data.schema, metadata, rects, counts, variances, np.full(len(rects), self.epsilon)
+        )
+
+
+class AdaptiveGrid(SpatialMechanism):
+    """AG (Qardaji et al. 2013): a coarse m1 x m1 grid, then each cell cut into m2 x m2.
+
+    m1 = max(10, ceil(sqrt(|D| eps / c) / 4)) with ``alpha`` eps; a level-1 cell with noisy count
+    N' gets m2 = ceil(sqrt(N' (1 - alpha) eps / c2)) (1 if N' <= 0) with the rest; constrained
+    inference makes every level-1 cell equal to the sum of its level-2 cells (spec 13.1).
+    """
+
+    name = "ag"
+
+    def __init__(
+        self,
+        epsilon: float,
+        delta: float | None = None,
+        neighbour: str = "add_remove",
+        alpha: float = 0.5,
+        c: float = 10.0,
+        c2: float = 5.0,
+        eps_height: float = 1e-4,
+        user_bound: int = 1,
+    ) -> None:
+        super().__init__(epsilon, delta, neighbour, user_bound)
+        if not 0 < float(alpha) < 1:
+            raise BudgetError(f"alpha must be in (0, 1), got {alpha}")
+        self.alpha, self.c, self.c2 = float(alpha), float(c), float(c2)
+        self.eps_height = float(eps_height)
+        if not 0 < self.eps_height < self.epsilon:
+            raise BudgetError(
+                f"eps_height must be in (0, epsilon={self.epsilon}), got {eps_height}"
+            )
+
+    def point_claims(self, schema: Schema) -> list[SensitivityClaim]:
+        return [
+            _total_claim(),
+            _cells_claim("level-1 counts (any tiling)"),
+            _cells_claim("level-2 counts (any tiling)"),
+        ]
+
+    @classmethod
+    def conformance_cases(cls) -> list[Any]:
+        from dpcube.testing.conformance import Case
+
+        schema = spatial_case_schema(2, 3)
+        queries = [{}, {"p": [[0, 0], [0, 2]]}, {"p": [[0, 1], [1, 1]]}]
+        return [Case("ag", schema, lambda n: cls(1.0, neighbour=n), queries)]
+
+    def level1_size(self, n_hat: float, eps: float) -> int:
+        """m1 = max(10, ceil(sqrt(N eps / c) / 4)).
+
+        >>> AdaptiveGrid(0.1).level1_size(3_500_000, 0.1)
+        47
+        """
+        return max(10, math.ceil(math.sqrt(max(n_hat, 0) * eps / self.c) / 4))
+
+    def _release(
+        self, data: Histogram, source: RandomSource, metadata: ReleaseMetadata
+    ) -> LeafRelease:
+        rows, cols = grid_shape(data.schema)
+        u = self.user_bound
+        eps = self.epsilon - self.eps_height
+        n_hat = noisy_count(data.total, self.eps_height / u, source)
+        m1 = self.level1_size(n_hat / u, eps)
+        prefix = prefix_sums(data.counts)
+        redges, cedges = grid_edges(rows, m1), grid_edges(cols, m1)
+        level1 = grid_rects(redges, cedges)
+        e1, e2 = self.alpha * eps / u, (1 - self.alpha) * eps / u
+        noisy1, draw1 = add_discrete_laplace(rect_sums(prefix, level1), 1.0 / e1, source)
+        var1 = float(draw1.variance)
+        sizes = [
+            1 if y <= 0 else math.ceil(math.sqrt(float(y) * (1 - self.alpha) * eps / u / self.c2))
+            for y in noisy1
+        ]
+        cells = [
+            grid_rects(grid_edges(int(r1 - r0), m), grid_edges(int(c1 - c0), m), int(r0), int(c0))
+            for (r0, r1, c0, c1), m in zip(level1, sizes, strict=True)
+        ]
+        owner = np.repeat(np.arange(len(level1)), [len(x) for x in cells])
+        rects = np.concatenate(cells)
+        noisy2, draw2 = add_discrete_laplace(rect_sums(prefix, rects), 1.0 / e2, source)
+        var2 = float(draw2.variance)
+        n2 = np.bincount(owner, minlength=len(level1)).astype(np.float64)
+        total2 = np.bincount(owner, weights=noisy2.astype(np.float64), minlength=len(level1))
+        combined = (noisy1 / var1 + total2 / (n2 * var2)) / (1 / var1 + 1 / (n2 * var2))
+        values = noisy2 + ((combined - total2) / n2)[owner]
+        metadata.noise = {
+            "distribution": "discrete_laplace",
+            "m1": m1,
+            "alpha": self.alpha,
+            "leaves": len(rects),
+        }
+        return LeafRelease(
+            data.schema, metadata, rects, values, None, np.full(len(rects), self.epsilon)
+        )
+
+
+class Uniform(SpatialMechanism):
+    """The noisy total spread evenly over the grid (Fig. 6's "Uniform")."""
+
+    name = "uniform"
+
+    def point_claims(self, schema: Schema) -> list[SensitivityClaim]:
+        return [_total_claim()]
+
+    @classmethod
+    def conformance_cases(cls) -> list[Any]:
+        from dpcube.testing.conformance import Case
+
+        return [Case("uniform", spatial_case_schema(2, 3), lambda n: cls(1.0, neighbour=n), [{}])]
+
+    def _release(
+        self, data: Histogram, source: RandomSource, metadata: ReleaseMetadata
+    ) -> LeafRelease:
+        rows, cols = grid_shape(data.schema)
+        counts, draw = add_discrete_laplace(
+            np.array([data.total]), self.user_bound / self.epsilon, source
+        )
+        metadata.noise = {"distribution": "discrete_laplace", "scale": float(draw.scale)}
+        rects = np.array([[0, rows, 0, cols]])
+        return LeafRelease(
+            data.schema,
+            metadata,
+            rects,
+            counts,
+            np.array([float(draw.variance)]),
+            np.array([self.epsilon]),
+        )
+
+
+class Singular(SpatialMechanism):
+    """Laplace noise on every cell of the frequency matrix (Fig. 6's "Singular")."""
+
+    name = "singular"
+
+    def point_claims(self, schema: Schema) -> list[SensitivityClaim]:
+        return [_cells_claim("cells")]
+
+    @classmethod
+    def conformance_cases(cls) -> list[Any]:
+        from dpcube.testing.conformance import Case
+
+        queries = [{}, {"p": [[0, 0], [0, 2]]}, {"p": [[1, 1], [2, 2]]}]
+        return [
+            Case("singular", spatial_case_schema(2, 3), lambda n: cls(1.0, neighbour=n), queries)
+        ]
+
+    def _release(
+        self, data: Histogram, source: RandomSource, metadata: ReleaseMetadata
+    ) -> CellRelease:
+        counts, draw = add_discrete_laplace(data.counts, self.user_bound / self.epsilon, source)
+        metadata.noise = {
+            "distribution": "discrete_laplace",
+            "scale": float(draw.scale),
+            "cell_variance": float(draw.variance),
+        }
+        return CellRelease(data.schema, metadata, counts, UniformCellVariance(float(draw.variance)))

@@ -1,0 +1,221 @@
+"""HTF: the Homogeneous Tree Framework (Shaham, Ghinita, Ahuja, Krumm, Shahabi, SIGSPATIAL 2021),
+as specified by ``specs/htf.md`` (which corrects the paper's Algorithms 1-3).
+
+Budget (Eq. 4): ``eps_tot = eps_height + h eps_level + eps_data``, spent as
+
+1. (C, section 7) ``|D| + DLap(1/eps_height)`` fixes ``h = floor(log2(|D~| eps_tot / 10))``;
+2. (A, Algorithms 1-2) a binary partition of height h; each node's split costs ``eps_level``
+   (2T+1 noisy objective evaluations of eps_level/(2T+1) each); nodes of a level are disjoint, so
+   a path spends ``h eps_level``;
+3. (B, Algorithm 3) decision counts with the geometric shares of ``eps_data`` (Eq. 17), pruning
+   when the noisy count is <= theta_count or the node has < theta_cells cells, and a fresh count of
+   every released leaf with the rest of its path's budget: every path spends exactly eps_data.
+
+Neighbours: add or remove one point (spec section 3); with ``user_bound=c``, one user of at most c
+points (every budget above is divided by c). The data-dependent steps compose adaptively along
+each root-to-leaf path and in parallel across the disjoint nodes of a level.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from dpcube.errors import BudgetError
+from dpcube.histogram import Histogram
+from dpcube.mechanisms.base import SensitivityClaim
+from dpcube.mechanisms.spatial._common import (
+    COL,
+    ROW,
+    SpatialMechanism,
+    geometric_shares,
+    grid_shape,
+    noisy_count,
+    spatial_case_schema,
+    tree_height,
+)
+from dpcube.mechanisms.spatial.homogeneity import (
+    OBJECTIVE_SENSITIVITY,
+    LevelObjective,
+    laplace_perturber,
+    objective,
+    split_points,
+)
+from dpcube.mechanisms.spatial.release import LeafRelease
+from dpcube.mechanisms.spatial.tree import Perturbed, Tree, binary_tree, htf_perturb
+from dpcube.privacy.random import RandomSource
+from dpcube.release.base import ReleaseMetadata
+from dpcube.schema import Schema
+
+
+def htf_partition(
+    F: np.ndarray, h: int, eps_level: float, T: int, source: RandomSource, even_axis: int = ROW
+) -> Tree:
+    """Algorithm 2 with Algorithm 1 as the split chooser, one vectorised pass per level."""
+    counts = np.asarray(F, dtype=np.int64)
+    perturb = laplace_perturber(eps_level, T, source, int(counts.sum()))
+
+    def choose(
+        rects: np.ndarray, axes: np.ndarray, lengths: np.ndarray, widths: np.ndarray
+    ) -> np.ndarray:
+        return split_points(LevelObjective(counts, rects, axes), lengths, T, perturb)
+
+    return binary_tree(counts, h, choose, even_axis)
+
+
+def _objective_claim(r0: int, r1: int, c0: int, c1: int, axis: int, k: int) -> SensitivityClaim:
+    def f(x: np.ndarray) -> np.ndarray:
+        return np.array([objective(np.asarray(x)[r0:r1, c0:c1], k, axis)])
+
+    name = f"objective[{'row' if axis == ROW else 'col'} k={k}]"
+    return SensitivityClaim(name, f, "l1", OBJECTIVE_SENSITIVITY, tight=False)
+
+
+class HTF(SpatialMechanism):
+    """The Homogeneous Tree Framework.
+
+    Parameters (defaults as in the paper, spec 12.1): ``eps_level`` (eps'_prt per tree level,
+    5e-4), ``eps_height`` (1e-4), ``T`` (3 search steps), ``c0`` (10), ``theta_count`` (prune
+    when the noisy count <= 100), ``theta_cells`` (prune below 5 cells), ``even_axis`` ("row":
+    nodes of even height split rows, the paper's prose; "col" is its listing). ``height`` forces h
+    (spec A16 ablation; no height budget is then spent). ``extent_first`` skips the decision draw
+    of nodes that fail the public extent test. All budgets are in units of ``epsilon``.
+
+    >>> from dpcube import Histogram
+    >>> from dpcube.privacy import NO_NOISE
+    >>> s = spatial_case_schema(4, 4)
+    >>> r = HTF(1.0, height=4, theta_count=-1, theta_cells=0).release(
+    ...     Histogram(s, np.arange(16).reshape(4, 4)), random_state=NO_NOISE)
+    >>> len(r.leaves), r.answer({"p": [[0, 1], [0, 3]]})
+    (16, 28.0)
+    """
+
+    name = "htf"
+
+    def __init__(
+        self,
+        epsilon: float,
+        delta: float | None = None,
+        neighbour: str = "add_remove",
+        eps_level: float = 5e-4,
+        eps_height: float = 1e-4,
+        T: int = 3,
+        c0: float = 10.0,
+        theta_count: float = 100.0,
+        theta_cells: float = 5.0,
+        even_axis: str = "row",
+        height: int | None = None,
+        extent_first: bool = False,
+        user_bound: int = 1,
+    ) -> None:
+        super().__init__(epsilon, delta, neighbour, user_bound)
+        self.eps_level = float(eps_level)
+        self.eps_height = float(eps_height)
+        self.T = int(T)
+        self.c0 = float(c0)
+        self.theta_count = float(theta_count)
+        self.theta_cells = float(theta_cells)
+        if even_axis not in ("row", "col"):
+            raise BudgetError(f"even_axis must be 'row' or 'col', got {even_axis!r}")
+        self.even_axis = even_axis
+        self.height = None if height is None else int(height)
+        self.extent_first = bool(extent_first)
+        if self.eps_level <= 0 or self.T < 0:
+            raise BudgetError(f"eps_level must be > 0 and T >= 0 (got {eps_level}, {T})")
+        if self.height is None and not 0 < self.eps_height < self.epsilon:
+            raise BudgetError(
+                f"eps_height must be in (0, epsilon={self.epsilon}), got {eps_height}"
+            )
+        if self.height is not None and self.height < 1:
+            raise BudgetError(f"height must be >= 1, got {height}")
+
+    def budget(self, h: int) -> tuple[float, float, float]:
+        """(eps_height, eps_partition = h eps_level, eps_data) in units of epsilon (Eq. 4)."""
+        eps_height = 0.0 if self.height is not None else self.eps_height
+        eps_prt = h * self.eps_level
+        eps_data = self.epsilon - eps_height - eps_prt
+        if not eps_data > 0:
+            raise BudgetError(
+                f"HTF: epsilon={self.epsilon} leaves no data budget after eps_height={eps_height} and "
+                f"h*eps_level={h}*{self.eps_level}={eps_prt:.6g}; raise epsilon or lower eps_level"
+            )
+        return eps_height, eps_prt, eps_data
+
+    def point_claims(self, schema: Schema) -> list[SensitivityClaim]:
+        rows, cols = grid_shape(schema)
+        claims = [
+            SensitivityClaim(
+                "total", lambda x: np.array([np.asarray(x).sum()], dtype=np.float64), "l1", 1.0
+            ),
+            SensitivityClaim(
+                "node counts (any tiling)",
+                lambda x: np.asarray(x, dtype=np.float64).ravel(),
+                "l1",
+                1.0,
+            ),
+        ]
+        for axis, length in ((ROW, rows), (COL, cols)):
+            for k in sorted({1, length // 2, length - 1} - {0}) if length >= 2 else []:
+                claims.append(_objective_claim(0, rows, 0, cols, axis, k))
+        return claims
+
+    @classmethod
+    def conformance_cases(cls) -> list[Any]:
+        from dpcube.testing.conformance import Case
+
+        schema = spatial_case_schema(2, 3)
+        queries = [{}, {"p": [[0, 0], [0, 2]]}, {"p": [[0, 1], [1, 1]]}, {"p": [[1, 1], [2, 2]]}]
+        return [
+            Case(
+                "htf-fine",
+                schema,
+                lambda n: cls(1.0, neighbour=n, height=4, theta_count=-1, theta_cells=0),
+                queries,
+            ),
+            Case("htf-default", schema, lambda n: cls(1.0, neighbour=n), [{}]),
+        ]
+
+    def run(
+        self, hist: Histogram, source: RandomSource
+    ) -> tuple[int, Tree, Perturbed, tuple[float, float, float]]:
+        """The three steps; returns (h, the partition tree, the perturbed leaves, the budget)."""
+        c = self.user_bound
+        F = hist.counts
+        if self.height is None:
+            n_hat = noisy_count(int(F.sum()), self.eps_height / c, source)
+            h = tree_height(n_hat, self.unit_epsilon, self.c0)
+        else:
+            h = self.height
+        eps_height, eps_prt, eps_data = self.budget(h)
+        even = ROW if self.even_axis == "row" else COL
+        tree = htf_partition(F, h, self.eps_level / c, self.T, source, even)
+        shares = geometric_shares(h, eps_data / c)
+        perturbed = htf_perturb(
+            tree,
+            shares,
+            eps_data / c,
+            self.theta_count,
+            self.theta_cells,
+            source,
+            self.extent_first,
+        )
+        return h, tree, perturbed, (eps_height, eps_prt, eps_data)
+
+    def _release(
+        self, data: Histogram, source: RandomSource, metadata: ReleaseMetadata
+    ) -> LeafRelease:
+        h, _, perturbed, (eps_height, eps_prt, eps_data) = self.run(data, source)
+        c = self.user_bound
+        paths = (eps_height + eps_prt) + perturbed.path_data_epsilon * c
+        metadata.noise = {
+            "distribution": "discrete_laplace (counts), snapped_laplace (split objectives)",
+            "height": h,
+            "eps_height": eps_height,
+            "eps_partition": eps_prt,
+            "eps_data": eps_data,
+            "leaves": len(perturbed.rects),
+        }
+        return LeafRelease(
+            data.schema, metadata, perturbed.rects, perturbed.counts, perturbed.variances, paths
+        )

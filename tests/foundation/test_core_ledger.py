@@ -1,0 +1,167 @@
+"""The budget ledger: atomic across processes, exact sums, clear refusals, durable."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from dpcube.errors import BudgetError
+from dpcube.histogram import Histogram
+from dpcube.mechanisms.identity import Identity
+from dpcube.privacy.ledger import BudgetLedger
+from dpcube.privacy.random import SeededRandomSource
+from dpcube.schema import Schema
+
+PROCESSES = 20
+
+
+def test_twenty_processes_race_for_five_releases(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The worker lives in a small module of its own so that the spawned processes start fast;
+    # spawned processes inherit sys.path, so they can import it too.
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    from ledger_race_worker import race
+
+    path = tmp_path / "people.ledger"
+    ledger = BudgetLedger(path)
+    ledger.set_total(1.0)  # exactly five charges of 0.2 fit (summed exactly: 5 x 0.2 = 1)
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(PROCESSES)
+    results = ctx.Queue()
+    procs = [ctx.Process(target=race, args=(str(path), barrier, results)) for _ in range(PROCESSES)]
+    for p in procs:
+        p.start()
+    outcomes = [results.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    charged = [o for o in outcomes if o[0] == "charged"]
+    refused = [o for o in outcomes if o[0] == "refused"]
+    assert len(charged) == 5 and len(refused) == PROCESSES - 5
+    assert all("exceeds the remaining budget" in msg for _, msg in refused)
+    charges = BudgetLedger(path).charges()
+    assert len(charges) == 5
+    assert sorted(c.release_id for c in charges) == sorted(r for _, r in charged)
+    assert BudgetLedger(path).remaining().epsilon == 0.0
+
+
+def test_refusal_names_the_budget_left(tmp_path: Path) -> None:
+    ledger = BudgetLedger(tmp_path / "d.ledger", dataset="people.csv")
+    ledger.set_total(1.0)
+    ledger.charge(0.7, mechanism="identity")
+    with pytest.raises(BudgetError) as info:
+        ledger.charge(0.5, mechanism="identity")
+    message = str(info.value)
+    assert "\n" not in message
+    assert "0.3 of 1 left" in message and "people.csv" in message and "0.5" in message
+    assert len(ledger.charges()) == 1  # the refused charge left no trace
+
+
+def test_totals_spent_remaining_and_charges(tmp_path: Path) -> None:
+    ledger = BudgetLedger(tmp_path / "d.ledger")
+    assert not ledger.has_total()
+    with pytest.raises(BudgetError, match="no total budget"):
+        ledger.total()
+    with pytest.raises(BudgetError, match="no total budget"):
+        ledger.charge(0.1, mechanism="identity")
+    ledger.set_total(2.0, 1e-5)
+    assert ledger.has_total()
+    first = ledger.charge(0.5, mechanism="identity", release_id="r1", note="first")
+    ledger.charge(0.25, 4e-6, mechanism="privelet")
+    assert first.release_id == "r1" and first.epsilon == 0.5 and first.delta == 0.0
+    assert ledger.total().epsilon == 2.0 and ledger.total().delta == 1e-5
+    assert ledger.spent().epsilon == 0.75 and ledger.spent().delta == 4e-6
+    assert ledger.remaining().epsilon == 1.25 and ledger.remaining().delta == pytest.approx(6e-6)
+    charges = ledger.charges()
+    assert [c.mechanism for c in charges] == ["identity", "privelet"]
+    assert charges[0].note == "first" and charges[0].time <= charges[1].time
+    with pytest.raises(BudgetError, match="remaining delta"):
+        ledger.charge(0.1, 7e-6, mechanism="identity")
+    ledger.set_total(3.0)  # raising the total lets more through
+    assert ledger.remaining().epsilon == 2.25
+
+
+def test_exact_decimal_summation(tmp_path: Path) -> None:
+    """Ten charges of 0.1 fit a total of 1.0 exactly (float sums would give 0.9999999999999999)."""
+    assert sum([0.1] * 10) != 1.0
+    ledger = BudgetLedger(tmp_path / "d.ledger")
+    ledger.set_total(1.0)
+    for _ in range(10):
+        ledger.charge(0.1, mechanism="identity")
+    assert ledger.remaining().epsilon == 0.0
+    with pytest.raises(BudgetError, match="0 of 1 left"):
+        ledger.charge(1e-12, mechanism="identity")
+
+
+def test_ledger_survives_reopening(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "d.ledger"
+    ledger = BudgetLedger(path)
+    ledger.set_total(1.0)
+    ledger.charge(0.4, mechanism="identity", release_id="abc")
+    del ledger
+    again = BudgetLedger(path)
+    assert [c.release_id for c in again.charges()] == ["abc"]
+    assert again.remaining().epsilon == 0.6
+    with sqlite3.connect(path) as con:  # plain SQLite: the record is there for any auditor
+        assert con.execute("SELECT count(*) FROM charges").fetchone()[0] == 1
+
+
+@pytest.mark.parametrize("epsilon", [0, -1.0, float("inf"), float("nan"), "1", True])
+def test_invalid_epsilon_is_refused(tmp_path: Path, epsilon: Any) -> None:
+    ledger = BudgetLedger(tmp_path / "d.ledger")
+    ledger.set_total(1.0)
+    with pytest.raises(BudgetError, match="epsilon"):
+        ledger.charge(epsilon, mechanism="identity")
+    with pytest.raises(BudgetError, match="epsilon"):
+        Identity(epsilon)
+    assert ledger.charges() == []
+
+
+def test_invalid_delta_is_refused(tmp_path: Path) -> None:
+    ledger = BudgetLedger(tmp_path / "d.ledger")
+    with pytest.raises(BudgetError, match="delta"):
+        ledger.set_total(1.0, 1.0)
+    with pytest.raises(BudgetError, match="delta"):
+        Identity(1.0, delta=-0.1)
+
+
+def test_for_dataset_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DPCUBE_HOME", str(tmp_path / "home"))
+    a = BudgetLedger.for_dataset(tmp_path / "x" / "people.csv")
+    b = BudgetLedger.for_dataset(tmp_path / "x" / ".." / "x" / "people.csv")
+    c = BudgetLedger.for_dataset(tmp_path / "y" / "people.csv")
+    assert a.path == b.path != c.path
+    assert a.path.parent == tmp_path / "home" / "ledgers" and a.path.name.startswith("people.csv-")
+    d = BudgetLedger.for_dataset(tmp_path / "x" / "people.csv", ledger_dir=tmp_path / "elsewhere")
+    assert d.path.parent == tmp_path / "elsewhere"
+
+
+def test_refused_release_draws_no_noise(tmp_path: Path) -> None:
+    """A release that does not fit is refused before any random word is drawn."""
+
+    class Counting(SeededRandomSource):
+        words_drawn = 0
+
+        def words(self, n: int) -> Any:
+            Counting.words_drawn += n
+            return super().words(n)
+
+    schema = Schema.from_dict(
+        {"attributes": [{"name": "x", "kind": "nominal", "categories": ["a", "b"]}]}
+    )
+    hist = Histogram(schema, np.array([3, 4]))
+    ledger = BudgetLedger(tmp_path / "d.ledger")
+    ledger.set_total(1.0)
+    Identity(0.6).release(hist, random_state=Counting(1), ledger=ledger)
+    assert Counting.words_drawn > 0
+    Counting.words_drawn = 0
+    with pytest.raises(BudgetError, match=r"0\.4 of 1 left"):
+        Identity(0.6).release(hist, random_state=Counting(2), ledger=ledger)
+    assert Counting.words_drawn == 0
+    assert len(ledger.charges()) == 1

@@ -1,0 +1,232 @@
+"""Spec §10.5 (T23-T31): LSA's output structure, exact small runs, Example 4.1 and the ratios."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dpcube.linalg import Explicit, Identity
+from dpcube.mechanisms.matrix.bound import gaussian_error, svdb
+from dpcube.mechanisms.matrix.lsa import lsa
+from dpcube.mechanisms.matrix.strategies import hierarchical, kron, wavelet
+from dpcube.mechanisms.matrix.workloads import (
+    allpredicate,
+    allrange,
+    allrange_gram_1d,
+    random_ranges,
+)
+
+
+def _levels(r) -> list[list[list[int]]]:
+    return [lvl.reshape(-1, 2).tolist() for lvl in r.levels]
+
+
+def test_t23_structure_and_t24_incremental_error() -> None:
+    for dims in ((16,), (2, 2, 2, 2), (4, 4)):
+        w = allrange(dims)
+        r = lsa(w.gram.dense(), dims)
+        rows = r.all_boxes()
+        n = w.n
+        cells = np.stack(np.unravel_index(np.arange(n), dims), axis=1)
+        np.testing.assert_array_equal(rows[:n, :, 0], cells)
+        np.testing.assert_array_equal(rows[:n, :, 1], cells)
+        for level in r.levels:
+            cover = np.zeros(dims, dtype=int)
+            for box in level:
+                cover[tuple(slice(lo, hi + 1) for lo, hi in box)] += 1
+            assert np.all(cover == 1), "a level must partition the cells"
+        a = r.strategy().operator
+        np.testing.assert_allclose(a.column_l2_squared(), r.levels_count, rtol=1e-12)
+        explicit = r.levels_count * np.trace(np.linalg.solve(a.gram().dense(), w.gram.dense()))
+        assert r.error == pytest.approx(explicit, rel=1e-8)
+        uncompressed = Explicit(_dense_rows(rows, dims))
+        assert gaussian_error(w.gram, uncompressed) == pytest.approx(explicit, rel=1e-8)
+
+
+def _dense_rows(rows: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
+    out = np.zeros((len(rows), *dims))
+    for i, box in enumerate(rows):
+        out[(i, *(slice(lo, hi + 1) for lo, hi in box))] = 1.0
+    return out.reshape(len(rows), -1)
+
+
+def test_t23b_small_exact_runs() -> None:
+    r4 = lsa(allrange_gram_1d(4), (4,))
+    assert _levels(r4) == [[[0, 1], [2, 3]], [[0, 0], [1, 2], [3, 3]]]
+    assert (r4.levels_count, r4.rows_count, r4.distinct_count) == (3, 9, 7)
+    assert r4.error == pytest.approx(186 / 11, rel=1e-9)
+    assert r4.rejected is not None
+    r8 = lsa(allrange_gram_1d(8), (8,))
+    assert _levels(r8) == [
+        [[0, 0], [1, 3], [4, 6], [7, 7]],
+        [[0, 1], [2, 2], [3, 4], [5, 5], [6, 7]],
+        [[0, 0], [1, 1], [2, 5], [6, 6], [7, 7]],
+        [[0, 2], [3, 3], [4, 4], [5, 7]],
+        [[0, 0], [1, 6], [7, 7]],
+        [[i, i] for i in range(8)],
+    ]
+    assert (r8.levels_count, r8.rows_count, r8.distinct_count) == (7, 37, 17)
+    assert r8.error == pytest.approx(82.287910, rel=1e-7)
+    r16 = lsa(allrange_gram_1d(16), (16,))
+    assert (r16.levels_count, r16.rows_count, r16.distinct_count) == (15, 129, 53)
+    assert r16.error == pytest.approx(418.717231, rel=1e-8)
+    r32 = lsa(allrange_gram_1d(32), (32,))
+    assert (r32.levels_count, r32.rows_count, r32.distinct_count) == (19, 286, 109)
+    assert r32.error == pytest.approx(2190.737748, rel=1e-8)
+
+
+#: Spec §8.4: error/svdb after each accepted level of faithful LSA on AllRange(512).
+FIG1 = [
+    16.909,
+    2.7693,
+    2.2711,
+    2.2079,
+    1.5534,
+    1.5184,
+    1.4407,
+    1.3588,
+    1.3158,
+    1.2930,
+    1.2575,
+    1.2482,
+    1.2192,
+    1.2083,
+    1.2037,
+    1.1872,
+    1.1845,
+    1.1670,
+    1.1517,
+    1.1424,
+    1.1420,
+    1.1300,
+    1.1218,
+    1.1178,
+    1.1140,
+    1.1136,
+    1.1132,
+    1.1023,
+    1.0979,
+    1.0940,
+    1.0933,
+    1.0892,
+    1.0845,
+]
+FIG1_BOXES = [
+    30,
+    34,
+    18,
+    234,
+    110,
+    105,
+    189,
+    105,
+    149,
+    183,
+    73,
+    195,
+    54,
+    92,
+    170,
+    51,
+    244,
+    192,
+    133,
+    62,
+    180,
+    154,
+    92,
+    133,
+    83,
+    92,
+    289,
+    192,
+    150,
+    44,
+    170,
+    232,
+]
+
+
+def test_t25_example_4_1_allrange_512() -> None:
+    r = lsa(allrange_gram_1d(512), (512,))
+    assert (r.levels_count, r.rows_count, r.distinct_count) == (33, 4746, 1931)
+    bound = svdb(allrange((512,)).gram)
+    assert r.error / bound == pytest.approx(1.0845, abs=5e-5)
+    np.testing.assert_allclose(np.array(r.errors) / bound, FIG1, atol=6e-4)
+    assert [len(level) for level in r.levels] == FIG1_BOXES
+    assert r.rejected is not None and len(r.rejected) == 98
+
+
+def test_t26_allrange_64() -> None:
+    r = lsa(allrange_gram_1d(64), (64,))
+    assert r.error / svdb(allrange((64,)).gram) == pytest.approx(1.0796, abs=0.002)
+    assert (r.levels_count, r.rows_count, r.distinct_count) == (16, 405, 187)
+
+
+def test_t27_multi_dimensional() -> None:
+    w = allrange((2, 2, 2, 2))
+    r = lsa(w.gram.dense(), w.dims)
+    assert (r.levels_count, r.rows_count, r.distinct_count) == (5, 52, 36)
+    assert r.error / svdb(w.gram) == pytest.approx(1.0534, abs=1e-3)
+    w = allrange((4, 4, 4))
+    r = lsa(w.gram.dense(), w.dims)
+    ratio = r.error / svdb(w.gram)
+    assert ratio == pytest.approx(1.034, abs=0.005)
+    kron_h = gaussian_error(w.gram, kron([hierarchical(4)] * 3).operator) / svdb(w.gram)
+    kron_y = gaussian_error(w.gram, kron([wavelet(4)] * 3).operator) / svdb(w.gram)
+    assert ratio < kron_y < kron_h
+    assert ratio < 1.1
+
+
+def test_t28_never_worse_than_identity_and_above_bound() -> None:
+    for seed, dims in enumerate(((16,), (32,), (4, 4), (6, 5))):
+        w = random_ranges(30, dims, seed=seed)
+        r = lsa(w.gram.dense(), dims)
+        ident = gaussian_error(w.gram, Identity(w.n))
+        assert r.errors[0] == pytest.approx(ident, rel=1e-9)
+        assert r.error <= ident * (1 + 1e-12)
+        assert r.error >= svdb(w.gram) * (1 - 1e-9)
+
+
+def test_t29_equivalent_workloads_give_identical_output() -> None:
+    w = random_ranges(40, (16,), seed=3)
+    rows = w.rows.dense()
+    perm = rows[np.random.default_rng(0).permutation(len(rows))]
+    dup = np.vstack([rows, rows[:5]])
+    merged = np.vstack([np.sqrt(2) * rows[:5], rows[5:]])
+    base = lsa(rows.T @ rows, (16,))
+    for other in (perm,):
+        r = lsa(other.T @ other, (16,))
+        assert _levels(r) == _levels(base)
+    r_dup, r_merged = lsa(dup.T @ dup, (16,)), lsa(merged.T @ merged, (16,))
+    assert _levels(r_dup) == _levels(r_merged)
+    assert r_dup.error == pytest.approx(r_merged.error, rel=1e-12)
+
+
+def test_t30_level_bound_semantics() -> None:
+    g = allrange_gram_1d(32)
+    full = lsa(g, (32,))
+    assert lsa(g, (32,), k=1).levels == []
+    assert all(b <= a * (1 + 1e-12) for a, b in zip(full.errors, full.errors[1:], strict=False))
+    for k in (2, 5, 9):
+        part = lsa(g, (32,), k=k)
+        assert part.levels_count == k
+        assert _levels(part) == _levels(full)[: k - 1]
+        assert part.errors == pytest.approx(full.errors[:k], rel=1e-12)
+
+
+def test_t31_allpredicate_8() -> None:
+    g = allpredicate(8).gram
+    r = lsa(g.dense(), (8,))
+    assert 800 * (1 - 1e-9) <= r.error <= 1024 * (1 + 1e-12)
+
+
+def test_ablation_modes_are_valid_strategies() -> None:
+    g = allrange_gram_1d(16)
+    bound = svdb(Explicit(g))
+    for mode in ("best", "sequential", "all"):
+        r = lsa(g, (16,), mode=mode)
+        a = r.strategy().operator
+        np.testing.assert_allclose(a.column_l2_squared(), r.levels_count)
+        assert r.error == pytest.approx(gaussian_error(Explicit(g), a), rel=1e-8)
+        assert bound <= r.error <= 16 * 17 * 18 / 6
