@@ -23,8 +23,24 @@ _EXPORTS: dict[str, str] = {
     "Mechanism": "dpcube.mechanisms.base",
     "Identity": "dpcube.mechanisms.identity",
     "MatrixMechanism": "dpcube.mechanisms.matrix.mechanism",
-    "CensusHierarchy": "dpcube.mechanisms.census", "GroupSizeTable": "dpcube.mechanisms.census", "group_sizes": "dpcube.mechanisms.census", "RegionHierarchy": "dpcube.mechanisms.census",  # fmt: skip
-    **{n: "dpcube.mechanisms.spatial" for n in ("HTF", "UniformGrid", "AdaptiveGrid", "QuadTree", "KDTree", "PrivTree", "Uniform", "Singular", "bound_contributions")},  # fmt: skip
+    "CensusHierarchy": "dpcube.mechanisms.census",
+    "GroupSizeTable": "dpcube.mechanisms.census",
+    "group_sizes": "dpcube.mechanisms.census",
+    "RegionHierarchy": "dpcube.mechanisms.census",
+    **{
+        n: "dpcube.mechanisms.spatial"
+        for n in (
+            "HTF",
+            "UniformGrid",
+            "AdaptiveGrid",
+            "QuadTree",
+            "KDTree",
+            "PrivTree",
+            "Uniform",
+            "Singular",
+            "bound_contributions",
+        )
+    },
     "DataCube": "dpcube.mechanisms.datacube",
     "CubeSource": "dpcube.mechanisms.datacube",
     "Privelet": "dpcube.mechanisms.privelet.mechanism",

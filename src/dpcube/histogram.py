@@ -70,4 +70,3 @@ def histogram(
     schema.check_materialisable(max_cells)
     counts, report = get_engine(engine).histogram(source, schema, on_out_of_domain=on_out_of_domain)
     return Histogram(schema, counts, report)
-

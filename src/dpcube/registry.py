@@ -13,7 +13,14 @@ from typing import Any
 MECHANISMS: dict[str, str] = {
     "identity": "dpcube.mechanisms.identity:Identity",
     "matrix": "dpcube.mechanisms.matrix.mechanism:MatrixMechanism",
-    "htf": "dpcube.mechanisms.spatial.htf:HTF", "ug": "dpcube.mechanisms.spatial.baselines:UniformGrid", "ag": "dpcube.mechanisms.spatial.baselines:AdaptiveGrid", "quadtree": "dpcube.mechanisms.spatial.baselines:QuadTree", "kdtree": "dpcube.mechanisms.spatial.baselines:KDTree", "privtree": "dpcube.mechanisms.spatial.privtree:PrivTree", "uniform": "dpcube.mechanisms.spatial.baselines:Uniform", "singular": "dpcube.mechanisms.spatial.baselines:Singular",  # fmt: skip
+    "htf": "dpcube.mechanisms.spatial.htf:HTF",
+    "ug": "dpcube.mechanisms.spatial.baselines:UniformGrid",
+    "ag": "dpcube.mechanisms.spatial.baselines:AdaptiveGrid",
+    "quadtree": "dpcube.mechanisms.spatial.baselines:QuadTree",
+    "kdtree": "dpcube.mechanisms.spatial.baselines:KDTree",
+    "privtree": "dpcube.mechanisms.spatial.privtree:PrivTree",
+    "uniform": "dpcube.mechanisms.spatial.baselines:Uniform",
+    "singular": "dpcube.mechanisms.spatial.baselines:Singular",
     "datacube": "dpcube.mechanisms.datacube:DataCube",
     "census-hierarchy": "dpcube.mechanisms.census.mechanism:CensusHierarchy",
     "privelet": "dpcube.mechanisms.privelet.mechanism:Privelet",

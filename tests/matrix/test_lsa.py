@@ -230,3 +230,11 @@ def test_ablation_modes_are_valid_strategies() -> None:
         np.testing.assert_allclose(a.column_l2_squared(), r.levels_count)
         assert r.error == pytest.approx(gaussian_error(Explicit(g), a), rel=1e-8)
         assert bound <= r.error <= 16 * 17 * 18 / 6
+
+
+def test_t26_allrange_1024() -> None:
+    r = lsa(allrange_gram_1d(1024), (1024,))
+    ratio = r.error / svdb(allrange((1024,)).gram)
+    assert 1.25 <= ratio <= 1.28
+    assert ratio == pytest.approx(1.2641, abs=1e-4)
+    assert (r.levels_count, r.rows_count, r.distinct_count) == (13, 3454, 2369)

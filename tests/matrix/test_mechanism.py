@@ -193,3 +193,23 @@ def test_replace_neighbour_sensitivity_bounds_brute_force() -> None:
             claim.function, [h.counts for h in tiny_histograms(schema)], "replace", claim.norm
         )
         assert found <= claim.declared * (1 + 1e-9)
+
+
+def test_marginal_workload_grams_match_explicit_rows() -> None:
+    import itertools
+
+    from dpcube.mechanisms.matrix.workloads import marginal_ranges, marginals, parse_workload
+
+    dims = (3, 4)
+    ones = [np.ones((1, d)) for d in dims]
+    predicates = [np.array(list(itertools.product((0.0, 1.0), repeat=d))) for d in dims]
+    rows = np.vstack([np.kron(predicates[0], ones[1]), np.kron(ones[0], predicates[1])])
+    w = parse_workload("marginal-predicates:3x4")
+    np.testing.assert_allclose(w.gram.dense(), rows.T @ rows)
+    assert w.size == len(rows)
+    ranges = [allrange_rows_1d(d) for d in dims]
+    rows = np.vstack([np.kron(ranges[0], ones[1]), np.kron(ones[0], ranges[1])])
+    np.testing.assert_allclose(marginal_ranges(dims).gram.dense(), rows.T @ rows)
+    one_way = np.vstack([np.kron(np.eye(3), ones[1]), np.kron(ones[0], np.eye(4))])
+    np.testing.assert_allclose(marginals(1, dims).gram.dense(), one_way.T @ one_way)
+    assert marginals(2, dims).size == 12 and marginals(1, dims).size == 7

@@ -33,7 +33,7 @@ from dpcube.mechanisms.census.hierarchy import RegionHierarchy
 
 INF = np.inf
 #: Cells (nodes x domain width) processed per chunk of sizes (bounds the memory of one pass).
-CHUNK_CELLS = 150_000_000
+CHUNK_CELLS = 400_000_000
 
 
 # ------------------------------------------------------------------------------------------------

@@ -151,9 +151,7 @@ def group_sizes(
     ``max_size`` (unless ``top_code``), a NULL unit or region.
     """
     from dpcube.engine.duckdb_engine import open_source
-
-    def quote_ident(name: str) -> str:
-        return '"' + name.replace('"', '""') + '"'
+    from dpcube.engine.sql import DUCKDB
 
     if isinstance(hierarchy, RegionHierarchy):
         h = hierarchy
@@ -163,7 +161,7 @@ def group_sizes(
         h = RegionHierarchy.from_file(hierarchy)
     if int(max_size) < 1:
         raise DataError(f"max_size must be at least 1, got {max_size}")
-    u, r = quote_ident(unit), quote_ident(region)
+    u, r = DUCKDB.ident(unit), DUCKDB.ident(region)
     with open_source(source) as view:
         for col in (unit, region):
             if col not in view.columns:

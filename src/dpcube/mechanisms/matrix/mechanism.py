@@ -395,7 +395,7 @@ class MatrixMechanism(Mechanism):
             "scale": float(np.max(draw.scale)),
             "noise_variance": noise_variance,
             "strategy": strategy.name,
-            "strategy_rows": op.rows,
+            "strategy_measured_rows": op.rows,
             "strategy_l1": op.l1_sensitivity(),
             "strategy_l2": op.l2_sensitivity(),
             **{f"strategy_{k}": v for k, v in strategy.info.items()},

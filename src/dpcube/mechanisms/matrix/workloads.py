@@ -8,7 +8,8 @@ multi-dimensional workload is never materialised.
 
 Named specs (:func:`parse_workload`): ``allrange:1024``, ``allrange:32x32``, ``prefix:4096``,
 ``marginals:2:8x8x8``, ``random-range:10000:32x32``, ``biased-range:2000:1024``,
-``coverage-range:2000:0.05:256``, ``marginal-ranges:16x16``, ``allpredicate:8``.
+``coverage-range:2000:0.05:256``, ``marginal-ranges:16x16``, ``marginal-predicates:8x8``,
+``allpredicate:8``.
 
 >>> w = parse_workload("allrange:4")
 >>> w.gram.dense().astype(int).tolist()
@@ -216,6 +217,28 @@ def marginal_ranges(dims: Sequence[int]) -> Workload:
     )
 
 
+def marginal_predicates(dims: Sequence[int]) -> Workload:
+    """All predicate (0/1) queries over every one-way marginal (§4.3, Thm 4.2): on axis i,
+    ``1ᵀ ⊗ … ⊗ AllPredicate(dᵢ) ⊗ … ⊗ 1ᵀ``; Gram ``Σᵢ J ⊗ … ⊗ 2^{dᵢ−2}(I + J) ⊗ … ⊗ J``.
+
+    >>> marginal_predicates((2, 3)).size
+    12
+    """
+    dims = tuple(int(d) for d in dims)
+    parts: list[LinearOperator] = []
+    for i in range(len(dims)):
+        factors: list[LinearOperator] = [
+            Explicit(allpredicate_gram(d)) if j == i else Total(d).gram()
+            for j, d in enumerate(dims)
+        ]
+        parts.append(_kron_or_single(factors))
+    gram: LinearOperator = parts[0] if len(parts) == 1 else Sum(parts)
+    spec = f"marginal-predicates:{_dims_str(dims)}"
+    return Workload(
+        f"MarginalPredicates({_dims_str(dims)})", dims, gram, sum(2**d for d in dims), spec=spec
+    )
+
+
 def marginal_range_parts(dims: Sequence[int]) -> list[tuple[int, Workload]]:
     """The separated workloads of :func:`marginal_ranges` (Thm 4.2): (axis, AllRange(dᵢ))."""
     return [(i, allrange((d,))) for i, d in enumerate(dims)]
@@ -416,6 +439,8 @@ def parse_workload(spec: str) -> Workload:
             return allpredicate(int(args[0]))
         if kind == "marginals" and len(args) == 2:
             return marginals(int(args[0]), parse_dims(args[1]))
+        if kind == "marginal-predicates" and len(args) == 1:
+            return marginal_predicates(parse_dims(args[0]))
         if kind == "marginal-ranges" and len(args) == 1:
             return marginal_ranges(parse_dims(args[0]))
         if kind in ("random-range", "biased-range", "central-range") and len(args) == 2:
@@ -518,6 +543,7 @@ __all__ = [
     "from_boxes",
     "from_matrix",
     "load_workload_file",
+    "marginal_predicates",
     "marginal_range_parts",
     "marginal_ranges",
     "marginals",
