@@ -1,13 +1,41 @@
-"""Shared test fixtures."""
+"""Shared test fixtures, and one BLAS thread per test worker.
+
+Under ``pytest -n 2`` on two cores a multi-threaded OpenBLAS in each worker oversubscribes the CPU
+and dense linear algebra (LSA, least squares) runs several times slower, so the BLAS libraries
+bundled with numpy and scipy are pinned to one thread for the whole suite.
+"""
 
 from __future__ import annotations
 
+import ctypes
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
+import scipy
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def _single_thread_blas() -> None:
+    for package in (np, scipy):
+        libs = Path(package.__file__).resolve().parent.parent / f"{package.__name__}.libs"
+        for lib in libs.glob("*openblas*"):
+            handle = ctypes.CDLL(str(lib))
+            for symbol in (
+                "scipy_openblas_set_num_threads64_",
+                "scipy_openblas_set_num_threads",
+                "openblas_set_num_threads64_",
+                "openblas_set_num_threads",
+            ):
+                setter = getattr(handle, symbol, None)
+                if setter is not None:
+                    setter(1)
+                    break
+
+
+_single_thread_blas()
 
 
 def shared_data_dir() -> Path | None:
