@@ -103,6 +103,15 @@ def noisy_count(total: int, epsilon: float, source: RandomSource) -> int:
     return int(noisy[0])
 
 
+#: Rectangles over :func:`spatial_case_schema` (2 x 3) used by the conformance cases.
+SPATIAL_CASE_QUERIES: list[dict[str, Any]] = [
+    {},
+    {"p": [[0, 0], [0, 2]]},
+    {"p": [[0, 1], [1, 1]]},
+    {"p": [[1, 1], [2, 2]]},
+]
+
+
 def spatial_case_schema(rows: int = 2, cols: int = 3) -> Schema:
     """A tiny spatial schema for the conformance suite and tests."""
     return Schema.from_dict(

@@ -26,6 +26,7 @@ from dpcube.histogram import Histogram
 from dpcube.mechanisms.base import SensitivityClaim
 from dpcube.mechanisms.spatial._common import (
     ROW,
+    SPATIAL_CASE_QUERIES,
     SpatialMechanism,
     geometric_shares,
     grid_shape,
@@ -231,7 +232,7 @@ class QuadTree(_CountTree):
         from dpcube.testing.conformance import Case
 
         schema = spatial_case_schema(2, 3)
-        queries = [{}, {"p": [[0, 0], [0, 2]]}, {"p": [[0, 1], [1, 1]]}, {"p": [[1, 1], [2, 2]]}]
+        queries = SPATIAL_CASE_QUERIES
         return [
             Case("quadtree-geo", schema, lambda n: cls(1.0, neighbour=n, height=2), queries),
             Case(
@@ -346,7 +347,7 @@ class KDTree(_CountTree):
         from dpcube.testing.conformance import Case
 
         schema = spatial_case_schema(2, 3)
-        queries = [{}, {"p": [[0, 0], [0, 2]]}, {"p": [[0, 1], [1, 1]]}, {"p": [[1, 1], [2, 2]]}]
+        queries = SPATIAL_CASE_QUERIES
         return [
             Case("kdtree-geo", schema, lambda n: cls(1.0, neighbour=n, height=4), queries),
             Case(
@@ -412,7 +413,7 @@ class UniformGrid(SpatialMechanism):
         from dpcube.testing.conformance import Case
 
         schema = spatial_case_schema(2, 3)
-        queries = [{}, {"p": [[0, 0], [0, 2]]}, {"p": [[0, 1], [1, 1]]}]
+        queries = SPATIAL_CASE_QUERIES[:3]
         return [
             Case("ug-fixed", schema, lambda n: cls(1.0, neighbour=n, grid_size=3), queries),
             Case(
@@ -492,7 +493,7 @@ class AdaptiveGrid(SpatialMechanism):
         from dpcube.testing.conformance import Case
 
         schema = spatial_case_schema(2, 3)
-        queries = [{}, {"p": [[0, 0], [0, 2]]}, {"p": [[0, 1], [1, 1]]}]
+        queries = SPATIAL_CASE_QUERIES[:3]
         return [Case("ag", schema, lambda n: cls(1.0, neighbour=n), queries)]
 
     def level1_size(self, n_hat: float, eps: float) -> int:
@@ -589,7 +590,7 @@ class Singular(SpatialMechanism):
     def conformance_cases(cls) -> list[Any]:
         from dpcube.testing.conformance import Case
 
-        queries = [{}, {"p": [[0, 0], [0, 2]]}, {"p": [[1, 1], [2, 2]]}]
+        queries = [SPATIAL_CASE_QUERIES[i] for i in (0, 1, 3)]
         return [
             Case("singular", spatial_case_schema(2, 3), lambda n: cls(1.0, neighbour=n), queries)
         ]

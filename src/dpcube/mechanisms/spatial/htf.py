@@ -28,6 +28,7 @@ from dpcube.mechanisms.base import SensitivityClaim
 from dpcube.mechanisms.spatial._common import (
     COL,
     ROW,
+    SPATIAL_CASE_QUERIES,
     SpatialMechanism,
     geometric_shares,
     grid_shape,
@@ -165,7 +166,7 @@ class HTF(SpatialMechanism):
         from dpcube.testing.conformance import Case
 
         schema = spatial_case_schema(2, 3)
-        queries = [{}, {"p": [[0, 0], [0, 2]]}, {"p": [[0, 1], [1, 1]]}, {"p": [[1, 1], [2, 2]]}]
+        queries = SPATIAL_CASE_QUERIES
         return [
             Case(
                 "htf-fine",
