@@ -2,7 +2,7 @@
 
 1. LSA candidate evaluation: our exact rank-2 Woodbury + box-sum evaluation (spec §6.5) of every
    candidate split of a pass, against the naive evaluation (one matrix inversion per candidate).
-2. LSA run times: AllRange(512) (Example 4.1), AllRange(1024) and AllRange(32,32) with ``--full``,
+2. LSA run times: AllRange(512) (Example 4.1); AllRange(1024), (32,32) and (16,8,8) with ``--full``;
    workload separation vs full LSA on the Fig 3(c) workload, generalization vs full LSA on a
    skew-sampled 1-D workload.
 3. Least-squares inference on a 256 x 256 grid with the Kronecker strategy H⊗H: our per-axis solve
@@ -46,9 +46,9 @@ def candidate_evaluation(n: int, naive_sample: int) -> None:
     x = np.eye(n) + 1.0
     whole = np.array([[[0, n - 1]]])
     state = lsa_module._state(g, lsa_module.spd_inverse(x), whole)
-    level = lsa_module._apply(state.boxes, {0: (0, n // 2)})
-    state = lsa_module._split(g, state, {0: (0, n // 2)}, (n,))
-    (ids, axes, cuts, ours), t_ours = timed(lambda: lsa_module._evaluate(g, state, (n,)))
+    pending, level = lsa_module._split(state, {0: (0, n // 2)}, (n,))
+    state = pending.apply(state, level)
+    (ids, axes, cuts, ours), t_ours = timed(lambda: lsa_module._evaluate(state, (n,)))
     pick = np.linspace(0, len(ids) - 1, naive_sample).astype(int)
 
     def naive() -> list[float]:
@@ -71,7 +71,9 @@ def candidate_evaluation(n: int, naive_sample: int) -> None:
 
 
 def lsa_runs(full: bool) -> None:
-    sizes: list[tuple[int, ...]] = [(256,), (512,)] + ([(1024,), (32, 32)] if full else [])
+    sizes: list[tuple[int, ...]] = [(256,), (512,)] + (
+        [(1024,), (32, 32), (16, 8, 8)] if full else []
+    )
     for dims in sizes:
         w = allrange(dims)
         r, seconds = timed(lambda w=w: lsa_module.lsa(w.gram.dense(), w.dims))
@@ -124,7 +126,9 @@ def inference_256() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument(
-        "--full", action="store_true", help="add AllRange(1024), (32,32), larger scaling runs"
+        "--full",
+        action="store_true",
+        help="add AllRange(1024), (32,32), (16,8,8), larger scaling runs",
     )
     args = parser.parse_args()
     candidate_evaluation(256, 20)

@@ -3,7 +3,8 @@
 Analytic parts (P = 1, ratios to svdb): the Example 3.1 table (with the corrected bound, Errata E1),
 Fig 1 (LSA error vs number of levels, AllRange(512)), Fig 2 (svdb of sampled workloads), Fig 3(a)
 (AllRange on five domains of size 1024), Fig 3(b) (random ranges by coverage), Fig 3(c)
-(separation) and Fig 3(d) (generalization), with run times. Empirical part: releases on the DPBench
+(separation) and Fig 3(d) (generalization), with run times; the dependence of multi-dimensional
+LSA on the tie window (spec T27). Empirical part: releases on the DPBench
 1-D and 2-D histograms, measured total squared workload error against the analytic value.
 
 ``--quick`` shrinks every domain for a smoke run; ``--full`` adds the long LSA runs
@@ -191,6 +192,36 @@ def figure_3a(
     return rows
 
 
+#: Tie windows of :func:`lsa_ties` (relative; 1e-12 is the default, the spec's tolerance).
+TIE_WINDOWS = (0.0, 1e-13, 1e-12, 1e-10, 1e-9, 1e-8, 1e-6)
+
+
+def lsa_ties(out: Path, domains: Sequence[tuple[int, ...]]) -> list[dict[str, Any]]:
+    """Spec T27 check: how the multi-dimensional LSA outcome depends on the tie window.
+
+    Candidate splits within ``tie`` (relative) of a box's best go to the lowest (axis, cut); with
+    ``tie = 0`` rounding decides between mirror-image splits. Levels, rows and error/svdb at
+    natural termination for each window.
+    """
+    rows: list[dict[str, Any]] = []
+    for dims in domains:
+        w = allrange(dims)
+        bound = svdb(w.gram)
+        g = w.gram.dense()
+        for tie in TIE_WINDOWS:
+            with step(f"LSA on AllRange({'x'.join(map(str, dims))}), tie window {tie:g}"):
+                start = time.perf_counter()
+                r = lsa(g, dims, tie=tie)
+                seconds = time.perf_counter() - start
+            rows.append({
+                "domain": "x".join(map(str, dims)), "tie": tie, "levels": r.levels_count,
+                "rows": r.rows_count, "distinct": r.distinct_count, "ratio": r.error / bound,
+                "seconds": seconds,
+            })  # fmt: skip
+    _write(out, "lsa_ties", rows)
+    return rows
+
+
 def figure_3b(out: Path, n: int, m: int, coverages: Sequence[float]) -> list[dict[str, Any]]:
     """Fig 3(b): ratios to svdb on random 1-D range workloads grouped by average coverage."""
     rows: list[dict[str, Any]] = []
@@ -372,13 +403,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--parts",
         default="all",
-        help="comma-separated: example31,fig1,fig2,fig3a,fig3b,fig3c,fig3d,dpbench",
+        help="comma-separated: example31,fig1,fig2,fig3a,fig3b,fig3c,fig3d,ties,dpbench",
     )
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     parts = set(args.parts.split(",")) if args.parts != "all" else {
-        "example31", "fig1", "fig2", "fig3a", "fig3b", "fig3c", "fig3d", "dpbench"}  # fmt: skip
+        "example31", "fig1", "fig2", "fig3a", "fig3b", "fig3c", "fig3d", "ties", "dpbench"}  # fmt: skip
     _check_solver()
     q = args.quick
     if "example31" in parts:
@@ -408,6 +439,9 @@ def main(argv: list[str]) -> int:
             [64] if q else [64, 256, 1024],
             full_lsa_n=64 if q else (1024 if args.full else 256),
         )
+    if "ties" in parts:
+        small = [(2, 2, 2, 2), (4, 4, 4)] if q else [(4, 4, 4), (8, 8), (16, 16), (8, 8, 8)]
+        lsa_ties(out, small + ([(32, 32), (16, 8, 8)] if args.full else []))
     if "dpbench" in parts:
         data_dir = Path(args.data_dir) if args.data_dir else _default_data_dir()
         if data_dir is None:

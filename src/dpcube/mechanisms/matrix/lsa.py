@@ -19,9 +19,11 @@ row v into v₁ + v₂ changes ``X = AᵀA`` by ``−v₁v₂ᵀ − v₂v₁ᵀ
     a = v₁ᵀXinv v₁,  b = v₁ᵀXinv v₂,  c = v₂ᵀXinv v₂,  za, zb, zc likewise with Z
     tr(G X_new⁻¹) = tr(G Xinv) − (c·za − 2(b−1)·zb + a·zc) / (a·c − (b−1)²)
 
-and every box sum ``v₁ᵀ M v₂`` is an inclusion–exclusion over the 4^k corners of 2k-dimensional
-prefix sums of M reshaped to ``dims x dims``: O(4^k) a candidate after one O(n³) refactorisation
-per pass (Cholesky inverse and two matrix products; never a matrix inversion per candidate).
+and the box sums ``v₁ᵀ M v₂`` of every cut of a box B come from B's own sub-block ``M[B, B]``
+reduced to an ``l x l`` profile per axis and prefix-summed (:func:`split_sums`; O(k·Σ|B|²) a pass,
+never a matrix inversion per candidate). The simultaneous splits of a pass update ``X⁻¹`` and Z by
+one rank-2r Woodbury step (:class:`_PendingSplit`, O(n²r)); ``X⁻¹`` is recomputed by Cholesky once
+per accepted level to avoid drift.
 
 >>> from dpcube.mechanisms.matrix.workloads import allrange_gram_1d
 >>> r = lsa(allrange_gram_1d(4), (4,))
@@ -31,13 +33,13 @@ per pass (Cholesky inverse and two matrix products; never a matrix inversion per
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import scipy.linalg.blas as blas
 import scipy.linalg.lapack as lapack
 from numpy.typing import ArrayLike, NDArray
 
@@ -59,10 +61,6 @@ MAX_TIES = 2
 #: workload Gram the error can keep decreasing geometrically-slowly by repeating a level forever.
 SAFETY_LEVELS = 256
 
-#: Candidates within this relative distance of a box's best are ties, broken towards the lowest
-#: (axis, cut) (spec §6.4 [R]); mirror-image splits differ only by rounding.
-TIE = 1e-10
-
 
 def spd_inverse(x: FloatArray) -> FloatArray:
     """Inverse of a symmetric positive-definite matrix through its Cholesky factor (LAPACK
@@ -81,49 +79,54 @@ def spd_inverse(x: FloatArray) -> FloatArray:
     return np.asarray(lower + np.tril(inv, -1).T, dtype=np.float64)
 
 
-#: Above this many axes box sums use matrix products instead of 2k-dimensional prefix sums
-#: (whose 4^k corners and (d+1)^{2k} entries explode; spec §6.5).
-MAX_PREFIX_AXES = 3
+def split_sums(matrices: Sequence[FloatArray], level: IntArray, dims: Sequence[int]) -> FloatArray:
+    """For every bisection of every box of a level, in (box, axis, cut) order, the three box sums
+    ``[v₁ᵀMv₁, v₁ᵀMv₂, v₂ᵀMv₂]`` of each symmetric-or-not matrix ``M`` (spec §6.5's box sums).
 
-
-class BoxSums:
-    """Sums of a matrix ``M`` (n x n, cells C-ordered on ``dims``) over products of boxes,
-    ``Σ_{i∈B₁, j∈B₂} M[i, j]``: by 2k-dimensional prefix sums (O(4^k) a pair) for up to
-    :data:`MAX_PREFIX_AXES` axes, by products with box indicators beyond.
+    Boxes of one shape are handled together: the sub-blocks ``M[B, B]`` are gathered (Σ|B|² ≤ n²
+    entries, so a pass costs O(k·Σ|B|²), which shrinks as the level's boxes do), reduced to each
+    axis's ``l x l`` profile, and every cut's sums read off a 2-D prefix sum of the profile.
+    Returns an array of shape (len(matrices), 3, #candidates).
 
     >>> m = np.arange(16.0).reshape(4, 4)
-    >>> float(BoxSums(m, (4,)).pair(np.array([[[0, 1]]]), np.array([[[2, 3]]]))[0])
-    18.0
+    >>> split_sums([m], np.array([[[0, 3]]]), (4,))[0, :, 1].tolist()  # cut at 2: {0,1} | {2,3}
+    [10.0, 18.0, 50.0]
     """
-
-    def __init__(self, m: FloatArray, dims: Sequence[int]) -> None:
-        k = len(dims)
-        self.dims = tuple(dims)
-        self.m = m
-        if k > MAX_PREFIX_AXES:
-            return
-        p = np.zeros(tuple(d + 1 for d in dims) * 2)
-        p[(slice(1, None),) * (2 * k)] = m.reshape(*dims, *dims)
-        for axis in range(2 * k):
-            np.cumsum(p, axis=axis, out=p)
-        self.flat = p.ravel()
-        self.strides = np.array(
-            [int(np.prod(p.shape[a + 1 :])) for a in range(2 * k)], dtype=np.int64
-        )
-        corners = np.array(list(itertools.product((0, 1), repeat=2 * k)), dtype=bool)
-        self.corners = corners
-        self.signs = np.where((2 * k - corners.sum(axis=1)) % 2 == 0, 1.0, -1.0)
-
-    def pair(self, b1: IntArray, b2: IntArray) -> FloatArray:
-        """Sums over ``b1[i] x b2[i]`` for boxes of shape (q, k, 2) (inclusive bounds)."""
-        if len(self.dims) > MAX_PREFIX_AXES:
-            v1, v2 = _indicators(b1, self.dims), _indicators(b2, self.dims)
-            return np.asarray(np.einsum("iq,iq->q", v1, self.m @ v2), dtype=np.float64)
-        lo = np.concatenate([b1[:, :, 0], b2[:, :, 0]], axis=1)
-        hi = np.concatenate([b1[:, :, 1], b2[:, :, 1]], axis=1) + 1
-        idx = np.where(self.corners[None, :, :], hi[:, None, :], lo[:, None, :])
-        flat = idx @ self.strides
-        return np.asarray(self.flat[flat] @ self.signs, dtype=np.float64)
+    k = len(dims)
+    extent = level[:, :, 1] - level[:, :, 0] + 1
+    per_axis = extent - 1
+    per_box = per_axis.sum(axis=1)
+    box_start = np.cumsum(per_box) - per_box
+    axis_offset = np.cumsum(per_axis, axis=1) - per_axis
+    out = np.empty((len(matrices), 3, int(per_box.sum())))
+    strides = np.array([math.prod(dims[a + 1 :]) for a in range(k)], dtype=np.int64)
+    shapes, group = np.unique(extent, axis=0, return_inverse=True)
+    group = group.ravel()
+    for index, shape_row in enumerate(shapes):
+        shape = tuple(int(v) for v in shape_row)
+        if max(shape) == 1:
+            continue
+        members = np.flatnonzero(group == index)
+        cells = level[members, :, 0] @ strides
+        within = np.indices(shape).reshape(k, -1).T @ strides
+        idx = cells[:, None] + within[None, :]
+        for mi, m in enumerate(matrices):
+            block = m[idx[:, :, None], idx[:, None, :]].reshape(len(members), *shape, *shape)
+            for axis, length in enumerate(shape):
+                if length == 1:
+                    continue
+                rest = tuple(1 + a for a in range(k) if a != axis)
+                profile = block.sum(axis=rest + tuple(a + k for a in rest)) if rest else block
+                q = np.zeros((len(members), length + 1, length + 1))
+                q[:, 1:, 1:] = profile.cumsum(axis=1).cumsum(axis=2)
+                t = np.arange(1, length)
+                first, row, col = q[:, t, t], q[:, t, length], q[:, length, t]
+                total = q[:, length, length][:, None]
+                pos = (box_start[members] + axis_offset[members, axis])[:, None] + (t - 1)[None, :]
+                out[mi, 0, pos] = first
+                out[mi, 1, pos] = row - first
+                out[mi, 2, pos] = total - row - col + first
+    return out
 
 
 @dataclass
@@ -163,24 +166,41 @@ def _indicators(boxes: IntArray, dims: Sequence[int]) -> FloatArray:
     return u.reshape(len(boxes), -1).T
 
 
-def _woodbury(
-    g: FloatArray, st: _State, first: IntArray, second: IntArray, dims: Sequence[int]
-) -> tuple[FloatArray, FloatArray, float]:
-    """Apply r simultaneous splits ``v -> (v₁, v₂)``: ``X_new = X + U C Uᵀ`` with
-    ``U = [V₁ V₂]`` and ``C = [[0, −I], [−I, 0]]`` (= C⁻¹); returns ``(X_new⁻¹, Z_new, T_new)``
-    by Woodbury in O(n²r) (spec §6.5)."""
-    r = len(first)
-    u = np.concatenate([_indicators(first, dims), _indicators(second, dims)], axis=1)
-    c = np.zeros((2 * r, 2 * r))
-    c[:r, r:] = c[r:, :r] = -np.eye(r)
-    rr = st.xinv @ u
-    minv = np.linalg.inv(c + u.T @ rr)
-    s = minv @ rr.T
-    t = st.t - float(np.sum(minv * (u.T @ (st.z @ u))))
-    h = g @ s.T
-    m = st.xinv @ h - 0.5 * rr @ (s @ h)
-    update = rr @ m.T
-    return st.xinv - rr @ s, st.z - update - update.T, t
+class _PendingSplit:
+    """r simultaneous splits ``v -> (v₁, v₂)`` by Woodbury (spec §6.5), O(n²r): ``T`` after
+    them is known on construction; :meth:`apply` then updates the state in place.
+
+    ``X_new = X + U C Uᵀ`` with ``U = [V₁ V₂]`` and ``C = [[0, −I], [−I, 0]]`` (= C⁻¹). With
+    ``R = X⁻¹U``, ``N = (C + UᵀR)⁻¹`` and ``ZU = X⁻¹GX⁻¹U``::
+
+        X_new⁻¹ = X⁻¹ − R N Rᵀ
+        T_new   = T − tr(N · UᵀZU)
+        Z_new   = Z − R W − (R W)ᵀ,   W = N (ZU)ᵀ − ½ N (UᵀZU) N Rᵀ
+
+    (``RᵀGX⁻¹ = (ZU)ᵀ`` and ``RᵀGR = UᵀZU``, so G itself is not needed.)
+    """
+
+    def __init__(self, st: _State, first: IntArray, second: IntArray, dims: Sequence[int]) -> None:
+        r = len(first)
+        u = np.concatenate([_indicators(first, dims), _indicators(second, dims)], axis=1)
+        c = np.zeros((2 * r, 2 * r))
+        c[:r, r:] = c[r:, :r] = -np.eye(r)
+        self.rr = st.xinv @ u
+        self.zu = st.z @ u
+        self.uzu = u.T @ self.zu
+        self.inner = np.linalg.inv(c + u.T @ self.rr)
+        self.t = st.t - float(np.sum(self.inner * self.uzu))
+
+    def apply(self, st: _State, boxes: IntArray) -> _State:
+        """Overwrite ``st`` with the state after the splits (two in-place BLAS updates; both
+        matrices are symmetric, so their transposes are the Fortran-ordered views GEMM wants)."""
+        nrt = self.inner @ self.rr.T
+        w = self.inner @ self.zu.T - 0.5 * (self.inner @ self.uzu) @ nrt
+        xinv = blas.dgemm(-1.0, self.rr, nrt, beta=1.0, c=st.xinv.T, overwrite_c=True).T
+        left = np.concatenate([self.rr, w.T], axis=1)
+        right = np.concatenate([w, self.rr.T], axis=0)
+        z = blas.dgemm(-1.0, left, right, beta=1.0, c=st.z.T, overwrite_c=True).T
+        return _State(boxes, xinv, z, self.t)
 
 
 def _candidates(level: IntArray, dims: Sequence[int]) -> tuple[IntArray, IntArray, IntArray]:
@@ -218,17 +238,12 @@ def _halves(
     return first, second
 
 
-def _evaluate(
-    g: FloatArray, st: _State, dims: Sequence[int]
-) -> tuple[IntArray, IntArray, IntArray, FloatArray]:
+def _evaluate(st: _State, dims: Sequence[int]) -> tuple[IntArray, IntArray, IntArray, FloatArray]:
     """``T`` after each single candidate split, by the rank-2 Woodbury formula of spec §6.5."""
     box_ids, axes, cuts = _candidates(st.boxes, dims)
     if len(box_ids) == 0:
         return box_ids, axes, cuts, np.zeros(0)
-    v1, v2 = _halves(st.boxes, box_ids, axes, cuts)
-    sx, sz = BoxSums(st.xinv, dims), BoxSums(st.z, dims)
-    a, b, c = sx.pair(v1, v1), sx.pair(v1, v2), sx.pair(v2, v2)
-    za, zb, zc = sz.pair(v1, v1), sz.pair(v1, v2), sz.pair(v2, v2)
+    (a, b, c), (za, zb, zc) = split_sums([st.xinv, st.z], st.boxes, dims)
     det = a * c - (b - 1.0) ** 2
     with np.errstate(divide="ignore", invalid="ignore"):
         t = st.t - (c * za - 2.0 * (b - 1.0) * zb + a * zc) / det
@@ -236,8 +251,11 @@ def _evaluate(
     return box_ids, axes, cuts, t
 
 
-def _best_per_box(box_ids: IntArray, t: FloatArray, nboxes: int) -> tuple[IntArray, FloatArray]:
-    """Index of each box's best candidate (lowest (axis, cut) among ties) and its value."""
+def _best_per_box(
+    box_ids: IntArray, t: FloatArray, nboxes: int, tie: float
+) -> tuple[IntArray, FloatArray]:
+    """Index of each box's best candidate and its value; candidates within ``tie`` (relative) of
+    the best are ties, broken towards the lowest (axis, cut) (spec §6.4 [R])."""
     best = np.full(nboxes, -1, dtype=np.int64)
     value = np.full(nboxes, np.inf)
     if len(box_ids) == 0:
@@ -245,7 +263,7 @@ def _best_per_box(box_ids: IntArray, t: FloatArray, nboxes: int) -> tuple[IntArr
     starts = np.flatnonzero(np.r_[True, box_ids[1:] != box_ids[:-1]])
     mins = np.minimum.reduceat(t, starts)
     group = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(t)]))
-    hit = np.flatnonzero(t <= mins[group] + TIE * np.abs(mins[group]))
+    hit = np.flatnonzero(t <= mins[group] + tie * np.abs(mins[group]))
     _, first = np.unique(group[hit], return_index=True)
     chosen = hit[first]
     best[box_ids[starts]] = chosen
@@ -286,6 +304,9 @@ class LSAResult:
     mode: str = "paper"
     #: The level built last and rejected (None when the run stopped at k or could not split).
     rejected: IntArray | None = None
+    #: Why the run ended: "rejected" (a level did not lower the error, the paper's termination),
+    #: "k" (the level bound) or "safety" (k=None and :data:`SAFETY_LEVELS` reached).
+    stop_reason: str = ""
 
     @property
     def n(self) -> int:
@@ -337,6 +358,7 @@ class LSAResult:
             "rows": self.rows_count,
             "distinct_rows": self.distinct_count,
             "mode": self.mode,
+            "stop_reason": self.stop_reason,
         }
 
 
@@ -349,12 +371,19 @@ def lsa(
     start_gram: ArrayLike | None = None,
     start_levels: int = 1,
     tol: float = 1e-12,
+    tie: float | None = None,
 ) -> LSAResult:
     """Run LSA on a workload Gram ``G`` over the grid ``dims`` (spec §6.4).
 
     ``k`` bounds ``‖A‖₂²`` (levels including the identity: k = 1 returns I; None runs to natural
     termination, as in the paper's experiments). ``start_gram``/``start_levels`` replace the
     starting identity (Gram ``I``, one level), as phase 2 of workload generalization needs.
+    ``tol`` (spec §6.4 [R]) is relative: a split must lower ``T`` by more than ``tol·T`` to count.
+    Candidates within ``tie`` (relative; default ``tol``) of a box's best are ties, taken at the
+    lowest (axis, cut); ``tie=0`` leaves them to floating-point rounding.
+    On symmetric multi-dimensional grids (mirror images, swapped square axes) exact ties are
+    common and the level count reached before a level is rejected depends on how they are broken
+    (docs/experiments/matrix-mechanism.md); this rule makes the outcome deterministic.
     """
     if mode not in MODES:
         raise QueryError(f"LSA mode must be one of {', '.join(MODES)}, got {mode!r}")
@@ -374,41 +403,47 @@ def lsa(
     while s < limit:
         ones = xinv.sum(axis=1)
         start = xinv - np.outer(ones, ones) / (1.0 + ones.sum())
-        st = _build_level(g, _state(g, start, whole), dims, mode, tol)
-        new, old = (s + 1) * st.t, s * t
+        st = _build_level(_state(g, start, whole), dims, mode, tol, tol if tie is None else tie)
+        # Step 10 on the level's exact error (fresh Cholesky), not the Woodbury-accumulated one:
+        # levels that tie the current error are common (AllRange(2,...,2)) and the paper's "≤"
+        # must see them as ties.
+        x_new = x + level_gram(st.boxes, dims)
+        xinv_new = spd_inverse(x_new)
+        t_new = float(np.sum(g * xinv_new))
+        new, old = (s + 1) * t_new, s * t
         ties = ties + 1 if new > old * (1.0 - tol) else 0
         if new <= old * (1.0 + tol) and ties <= MAX_TIES:
             result.levels.append(st.boxes)
-            x = x + level_gram(st.boxes, dims)
-            xinv = spd_inverse(x)
-            t, s = float(np.sum(g * xinv)), s + 1
+            x, xinv, t, s = x_new, xinv_new, t_new, s + 1
             result.errors.append(s * t)
         else:
             result.rejected = st.boxes
+            result.stop_reason = "rejected"
             break
+    else:
+        result.stop_reason = "k" if k is not None else "safety"
     result.gram = x
     return result
 
 
 def _split(
-    g: FloatArray, st: _State, splits: dict[int, tuple[int, int]], dims: Sequence[int]
-) -> _State:
-    """The state after applying the splits simultaneously (Woodbury; spec §6.5)."""
+    st: _State, splits: dict[int, tuple[int, int]], dims: Sequence[int]
+) -> tuple[_PendingSplit, IntArray]:
+    """The splits, applied simultaneously, as a pending Woodbury update and the new boxes."""
     ids = np.array(sorted(splits), dtype=np.int64)
     axes = np.array([splits[i][0] for i in ids], dtype=np.int64)
     cuts = np.array([splits[i][1] for i in ids], dtype=np.int64)
     first, second = _halves(st.boxes, ids, axes, cuts)
-    xinv, z, t = _woodbury(g, st, first, second, dims)
-    return _State(_apply(st.boxes, splits), xinv, z, t)
+    return _PendingSplit(st, first, second, dims), _apply(st.boxes, splits)
 
 
-def _build_level(g: FloatArray, st: _State, dims: Sequence[int], mode: str, tol: float) -> _State:
+def _build_level(st: _State, dims: Sequence[int], mode: str, tol: float, tie: float) -> _State:
     """Bisection passes of one level (Program 4.1 steps 3-9) in the given mode."""
     while True:
-        box_ids, axes, cuts, t = _evaluate(g, st, dims)
+        box_ids, axes, cuts, t = _evaluate(st, dims)
         if len(t) == 0:
             return st
-        best, value = _best_per_box(box_ids, t, len(st.boxes))
+        best, value = _best_per_box(box_ids, t, len(st.boxes), tie)
         improving = np.flatnonzero((best >= 0) & (value < st.t * (1.0 - tol)))
         if mode == "all":
             chosen = np.flatnonzero(best >= 0)
@@ -419,29 +454,31 @@ def _build_level(g: FloatArray, st: _State, dims: Sequence[int], mode: str, tol:
         if len(chosen) == 0:
             return st
         if mode == "sequential":
-            nxt = _sequential(g, st, dims, tol)
-        else:
-            splits = {int(i): (int(axes[best[i]]), int(cuts[best[i]])) for i in chosen}
-            nxt = _split(g, st, splits, dims)
-        if not nxt.t < st.t * (1.0 - tol):
+            st = _sequential(st, dims, tol, tie)
+            continue
+        splits = {int(i): (int(axes[best[i]]), int(cuts[best[i]])) for i in chosen}
+        pending, boxes = _split(st, splits, dims)
+        if not pending.t < st.t * (1.0 - tol):
             return st
-        st = nxt
+        st = pending.apply(st, boxes)
 
 
-def _sequential(g: FloatArray, st: _State, dims: Sequence[int], tol: float) -> _State:
+def _sequential(st: _State, dims: Sequence[int], tol: float, tie: float) -> _State:
     """One pass of mode "sequential": each box, in order, takes its best split if it improves
-    the current state (the state is updated after every applied split)."""
+    the current state (the state is updated after every applied split; the caller has checked
+    that the first box to be examined improves, so the pass always makes progress)."""
     i = 0
     while i < len(st.boxes):
         single = _State(st.boxes[i : i + 1], st.xinv, st.z, st.t)
-        _, axes, cuts, t = _evaluate(g, single, dims)
+        _, axes, cuts, t = _evaluate(single, dims)
         if len(t) and t.min() < st.t * (1.0 - tol):
-            j = int(np.argmin(t))
-            st = _split(g, st, {i: (int(axes[j]), int(cuts[j]))}, dims)
+            j = int(np.flatnonzero(t <= t.min() + tie * abs(t.min()))[0])
+            pending, boxes = _split(st, {i: (int(axes[j]), int(cuts[j]))}, dims)
+            st = pending.apply(st, boxes)
             i += 2
         else:
             i += 1
     return st
 
 
-__all__ = ["MODES", "BoxSums", "LSAResult", "level_gram", "lsa", "spd_inverse"]
+__all__ = ["MODES", "LSAResult", "level_gram", "lsa", "spd_inverse", "split_sums"]

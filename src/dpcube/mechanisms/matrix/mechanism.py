@@ -123,11 +123,7 @@ def make_strategy(
     if name == "lsa":
         return lsa(w.gram.dense(), dims, k=max_levels, mode=lsa_mode).strategy("lsa")
     if name == "lsa-generalized":
-        if len(dims) != 1:
-            raise QueryError(
-                "strategy 'lsa-generalized' is implemented for one-dimensional grids only"
-            )
-        return generalized_lsa(w.gram.dense(), n, k=max_levels, mode=lsa_mode).strategy
+        return generalized_lsa(w.gram.dense(), dims, k=max_levels, mode=lsa_mode).strategy
     if name == "lsa-separated":
         if w.spec is None or not w.spec.startswith("marginal-ranges:"):
             raise QueryError(

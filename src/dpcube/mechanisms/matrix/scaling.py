@@ -9,7 +9,7 @@ rank-deficient on the full grid but spans W, so errors and estimates use the joi
 (spec §1.6). No explicit q₀ row is added unless ``q0_weight`` is given (Errata E10).
 
 **Generalization** (spec §7.2 [R], our concrete reading of an underspecified procedure): phase 1
-runs LSA on the workload generalized to m ≈ n^{1/3} equal blocks; phase 2 runs LSA inside every
+runs LSA on the workload generalized to m ≈ n^{1/3} equal blocks (per axis on a multi-axis grid); phase 2 runs LSA inside every
 block, starting from the block's identity plus one row ``c_b·1ᵀ`` standing for what phase 1 knows
 about the block total (``c_b² = 1/[(A_gᵀA_g)⁻¹]_bb``) and counting sensitivity as ``s_g + levels``;
 deficient columns are completed (Thm 3.1 repair). The spec records that this reading does *not*
@@ -94,65 +94,120 @@ def generalization_blocks(n: int) -> int:
 class GeneralizationResult:
     """Phase-1 and phase-2 runs and the combined strategy of workload generalization."""
 
-    n: int
-    m: int
+    dims: tuple[int, ...]
+    #: Blocks per axis (the generalized grid of phase 1).
+    blocks: tuple[int, ...]
     phase1: LSAResult
+    #: One run per block, in C order over the generalized grid.
     phase2: list[LSAResult]
     strategy: Strategy = field(repr=False)
     info: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def n(self) -> int:
+        return math.prod(self.dims)
+
+    @property
+    def m(self) -> int:
+        """Size of the generalized domain (number of blocks)."""
+        return math.prod(self.blocks)
+
 
 def generalized_lsa(
-    gram: ArrayLike, n: int, m: int | None = None, k: int | None = None, mode: str = "paper"
+    gram: ArrayLike,
+    dims: int | Sequence[int],
+    blocks: int | Sequence[int] | None = None,
+    k: int | None = None,
+    mode: str = "paper",
 ) -> GeneralizationResult:
-    """LSA with workload generalization on a 1-D domain of n cells (spec §7.2 [R])."""
+    """LSA with workload generalization (spec §7.2 [R]) on a grid of any number of axes.
+
+    Each axis of ``dims`` is cut into ``blocks`` equal blocks (default: per axis, the power of two
+    closest to d^{1/3}; spec §7.2 "multi-D: apply per dimension"). Phase 1 runs LSA on the
+    generalized grid with Gram ``BᵀGB``; phase 2 runs LSA inside every block (a sub-grid of shape
+    ``dims / blocks``) starting from the block's identity plus one row ``c_b·1ᵀ`` with
+    ``c_b² = 1/[(A_gᵀA_g)⁻¹]_bb`` and sensitivity counted as ``s_g + levels``. The final strategy
+    is the lifted phase-1 rows, every block's identity and levels, and the Thm 3.1 repair rows
+    ``sqrt(Δ_j)·e_j`` that make it column-uniform.
+
+    >>> from dpcube.mechanisms.matrix.workloads import allrange
+    >>> w = allrange((8, 8))
+    >>> r = generalized_lsa(w.gram.dense(), (8, 8))
+    >>> r.blocks, r.m, len(r.phase2)
+    ((2, 2), 4, 4)
+    """
     g = np.asarray(gram, dtype=np.float64)
-    m = m or generalization_blocks(n)
-    if n % m:
-        raise QueryError(f"generalization: {m} blocks do not divide the domain of {n} cells")
-    t = n // m
-    block = np.repeat(np.eye(m), t, axis=0)
-    phase1 = lsa(block.T @ g @ block, (m,), k=k, mode=mode)
+    grid = (int(dims),) if isinstance(dims, int | np.integer) else tuple(int(d) for d in dims)
+    n = math.prod(grid)
+    if g.shape != (n, n):
+        raise QueryError(f"the workload Gram has shape {g.shape} but the grid {grid} has {n} cells")
+    if blocks is None:
+        per_axis = tuple(generalization_blocks(d) for d in grid)
+    elif isinstance(blocks, int | np.integer):
+        per_axis = (int(blocks),) if len(grid) == 1 else (int(blocks),) * len(grid)
+    else:
+        per_axis = tuple(int(b) for b in blocks)
+    if len(per_axis) != len(grid):
+        raise QueryError(
+            f"generalization: {len(per_axis)} block counts for a {len(grid)}-axis grid"
+        )
+    for axis, (d, m_axis) in enumerate(zip(grid, per_axis, strict=True)):
+        if m_axis < 1 or d % m_axis:
+            raise QueryError(
+                f"generalization: {m_axis} blocks do not divide axis {axis} of {d} cells; "
+                "pick a divisor of the axis size"
+            )
+    side = tuple(d // m_axis for d, m_axis in zip(grid, per_axis, strict=True))
+    coords = np.indices(grid).reshape(len(grid), -1)
+    block_of = np.ravel_multi_index(tuple(coords // np.array(side)[:, None]), per_axis)
+    indicator = np.zeros((n, math.prod(per_axis)))
+    indicator[np.arange(n), block_of] = 1.0
+    phase1 = lsa(indicator.T @ g @ indicator, per_axis, k=k, mode=mode)
     s_g = phase1.levels_count
     inv1 = spd_inverse(phase1.gram)
-    rows: list[NDArray[np.int64]] = []
-    weights: list[float] = []
+    scale = np.array(side)[:, None]
     uniq, counts = phase1.distinct()
-    for b, c in zip(uniq, counts, strict=True):
-        rows.append(np.array([[b[0, 0] * t, (b[0, 1] + 1) * t - 1]]))
-        weights.append(math.sqrt(c))
+    row_boxes: list[NDArray[np.int64]] = [
+        np.stack([uniq[:, :, 0] * scale[:, 0], (uniq[:, :, 1] + 1) * scale[:, 0] - 1], axis=2)
+    ]
+    weights: list[FloatArray] = [np.sqrt(counts)]
     phase2: list[LSAResult] = []
     norms = np.full(n, float(s_g))
-    for b in range(m):
-        cells = slice(b * t, (b + 1) * t)
-        c2 = 1.0 / inv1[b, b]
-        start = np.eye(t) + c2 * np.ones((t, t))
-        r = lsa(g[cells, cells], (t,), k=k, mode=mode, start_gram=start, start_levels=s_g + 1)
+    local = np.indices(side).reshape(len(grid), -1)
+    singletons = np.stack([local.T, local.T], axis=2)
+    t = math.prod(side)
+    for b in range(math.prod(per_axis)):
+        origin = np.array(np.unravel_index(b, per_axis)) * np.array(side)
+        cells = np.ravel_multi_index(tuple(local + origin[:, None]), grid)
+        start = np.eye(t) + np.ones((t, t)) / inv1[b, b]
+        r = lsa(
+            g[np.ix_(cells, cells)], side, k=k, mode=mode, start_gram=start, start_levels=s_g + 1
+        )
         phase2.append(r)
-        local_boxes = np.concatenate(
-            [np.stack([np.arange(t), np.arange(t)], axis=1)[:, None, :], *r.levels], axis=0
-        ).reshape(-1, 2)
+        own = np.concatenate([singletons, *r.levels], axis=0) + origin[None, :, None]
         norms[cells] += 1 + len(r.levels)
-        rows.extend((local_boxes + b * t)[:, None, :])
-        weights.extend([1.0] * len(local_boxes))
+        row_boxes.append(own)
+        weights.append(np.ones(len(own)))
     deficit = norms.max() - norms
-    for j in np.flatnonzero(deficit > 0):
-        rows.append(np.array([[j, j]]))
-        weights.append(math.sqrt(float(deficit[j])))
-    box_array = np.concatenate([np.asarray(r).reshape(-1, 1, 2) for r in rows], axis=0)
+    short = np.flatnonzero(deficit > 0)
+    if len(short):
+        cell = np.stack(np.unravel_index(short, grid), axis=1)
+        row_boxes.append(np.stack([cell, cell], axis=2))
+        weights.append(np.sqrt(deficit[short]))
+    box_array = np.concatenate(row_boxes, axis=0).astype(np.int64)
     uniq_rows, inverse = np.unique(
         box_array.reshape(len(box_array), -1), axis=0, return_inverse=True
     )
-    merged = np.sqrt(np.bincount(inverse.ravel(), weights=np.square(weights)))
-    strategy = boxes(uniq_rows.reshape(-1, 1, 2), (n,), merged, name="lsa-generalized")
+    merged = np.sqrt(np.bincount(inverse.ravel(), weights=np.square(np.concatenate(weights))))
+    strategy = boxes(uniq_rows.reshape(-1, len(grid), 2), grid, merged, name="lsa-generalized")
     info = {
-        "m": m,
+        "blocks": list(per_axis),
         "phase1_levels": s_g,
         "phase2_levels": [1 + len(r.levels) for r in phase2],
         "mode": mode,
     }
     strategy.info = info
-    return GeneralizationResult(n, m, phase1, phase2, strategy, info)
+    return GeneralizationResult(grid, per_axis, phase1, phase2, strategy, info)
 
 
 __all__ = [
