@@ -15,8 +15,8 @@ def _read(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-def test_quick_run_writes_the_tie_and_scaling_tables(tmp_path: Path) -> None:
-    assert main(["--out", str(tmp_path), "--quick", "--parts", "ties,fig3c,fig3d"]) == 0
+def test_quick_run_writes_the_lsa_tables_and_plots(tmp_path: Path) -> None:
+    assert main(["--out", str(tmp_path), "--quick", "--parts", "ties,fig3a,fig3c,fig3d"]) == 0
     ties = _read(tmp_path / "lsa_ties.csv")
     assert len(ties) == 2 * len(TIE_WINDOWS)
     default = {r["domain"]: r for r in ties if float(r["tie"]) == 1e-12}
@@ -29,3 +29,8 @@ def test_quick_run_writes_the_tie_and_scaling_tables(tmp_path: Path) -> None:
     generalization = _read(tmp_path / "figure_3d.csv")
     assert [int(r["n"]) for r in generalization] == [64]
     assert float(generalization[0]["generalized"]) >= 1.0
+    lsa_3a = {r["domain"]: float(r["lsa"]) for r in _read(tmp_path / "figure_3a.csv")}
+    assert set(lsa_3a) == {"64", "8x8", "4x4x4", "2x2x2x2x2x2"}
+    assert all(1.0 < v < 1.2 for v in lsa_3a.values())
+    for name in ("figure_3a", "figure_3c", "figure_3d"):
+        assert (tmp_path / f"{name}.png").stat().st_size > 1000

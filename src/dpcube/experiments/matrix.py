@@ -189,6 +189,8 @@ def figure_3a(
             )
         rows.append(row)
     _write(out, "figure_3a", rows)
+    _bars(out / "figure_3a.png", "AllRange on domains of equal size", rows, "domain",
+          ("wavelet", "hierarchical", "lsa"))  # fmt: skip
     return rows
 
 
@@ -263,6 +265,8 @@ def figure_3c(out: Path, sides: Sequence[int], full_lsa_side: int) -> list[dict[
             row["full_lsa"], row["full_lsa_seconds"] = r.error / bound, full_seconds
         rows.append(row)
     _write(out, "figure_3c", rows)
+    _plot(out / "figure_3c.png", "separation: ranges over both marginals of d x d", "d",
+          "error / svdb", _series(rows, "d", ("separated", "full_lsa", "wavelet")), logx=True)  # fmt: skip
     return rows
 
 
@@ -287,6 +291,8 @@ def figure_3d(out: Path, sizes: Sequence[int], full_lsa_n: int) -> list[dict[str
             row["full_lsa"], row["full_lsa_seconds"] = r.error / bound, full_seconds
         rows.append(row)
     _write(out, "figure_3d", rows)
+    _plot(out / "figure_3d.png", "generalization: skew-sampled 1-D ranges", "n", "error / svdb",
+          _series(rows, "n", ("generalized", "full_lsa", "wavelet")), logx=True)  # fmt: skip
     return rows
 
 
@@ -375,6 +381,47 @@ def _plot(path: Path, title: str, xlabel: str, ylabel: str, series: dict[str, tu
     if logy:
         ax.set_yscale("log")
     ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    print(f"wrote {path}")
+
+
+def _series(
+    rows: list[dict[str, Any]], x: str, keys: Sequence[str]
+) -> dict[str, tuple[list[Any], list[Any]]]:
+    """Line-plot series from table rows, leaving out the cells that were not computed ("")."""
+    return {
+        key: (
+            [r[x] for r in rows if r.get(key, "") != ""],
+            [r[key] for r in rows if r.get(key, "") != ""],
+        )
+        for key in keys
+    }
+
+
+def _bars(
+    path: Path, title: str, rows: list[dict[str, Any]], group: str, keys: Sequence[str]
+) -> None:
+    """Grouped bars of error/svdb per row (svdb itself is the line at 1), like the paper's Fig 3(a)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    width = 0.8 / len(keys)
+    for i, key in enumerate(keys):
+        xs = [j + i * width for j, r in enumerate(rows) if r.get(key, "") != ""]
+        ys = [r[key] for r in rows if r.get(key, "") != ""]
+        ax.bar(xs, ys, width=width, label=key)
+    ax.axhline(1.0, color="grey", linewidth=1, label="svdb")
+    ax.set_xticks(
+        [j + 0.4 - width / 2 for j in range(len(rows))], [str(r[group]) for r in rows], fontsize=7
+    )
+    ax.set_ylabel("error / svdb")
+    ax.set_title(title)
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
