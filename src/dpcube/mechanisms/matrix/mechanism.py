@@ -338,6 +338,23 @@ class MatrixMechanism(Mechanism):
                 [{}, {"x": [0, 1]}, {"x": [3, 6]}],
             )
         )
+        grid = Schema.from_dict(
+            {
+                "attributes": [
+                    {"name": "a", "kind": "ordinal", "range": [0, 3], "width": 1},
+                    {"name": "b", "kind": "ordinal", "range": [0, 3], "width": 1},
+                ]
+            }
+        )
+        generalized_2d = make(0.5, delta=1e-5, strategy="lsa-generalized", workload="allrange:4x4")
+        cases.append(
+            Case(
+                "matrix-lsa-generalized-2d-gaussian",
+                grid,
+                generalized_2d,
+                [{}, {"a": [0, 1]}, {"a": [1, 2], "b": [2, 3]}],
+            )
+        )
         return cases
 
     # -- command line --------------------------------------------------------------------------
