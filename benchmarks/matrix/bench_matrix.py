@@ -83,8 +83,8 @@ def lsa_runs(full: bool) -> None:
         )
 
 
-def separation(d_full: int, d_sep: int) -> None:
-    for d in sorted({d_full, d_sep}):
+def separation(sides: list[int], d_full: int) -> None:
+    for d in sides:
         w = marginal_ranges((d, d))
         parts = [(0, allrange_gram_1d(d)), (1, allrange_gram_1d(d))]
         _, t_sep = timed(lambda parts=parts, d=d: separated_lsa(parts, (d, d)))
@@ -134,7 +134,7 @@ def main() -> None:
     candidate_evaluation(256, 20)
     inference_256()
     lsa_runs(args.full)
-    separation(d_full=16 if args.full else 8, d_sep=32)
+    separation([16, 32] if args.full else [8, 32], d_full=32 if args.full else 8)
     generalization([256, 1024], n_full=1024 if args.full else 256)
 
 

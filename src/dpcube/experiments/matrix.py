@@ -478,7 +478,7 @@ def main(argv: list[str]) -> int:
         figure_3b(out, 64 if q else 256, 300 if q else 2000, coverages)
     if "fig3c" in parts:
         figure_3c(
-            out, [4, 8] if q else [4, 8, 16, 32], full_lsa_side=4 if q else (16 if args.full else 8)
+            out, [4, 8] if q else [4, 8, 16, 32], full_lsa_side=4 if q else (32 if args.full else 8)
         )
     if "fig3d" in parts:
         figure_3d(
