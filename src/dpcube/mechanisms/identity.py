@@ -74,23 +74,9 @@ class Identity(Mechanism):
 
     @classmethod
     def conformance_cases(cls) -> list[Any]:
-        from dpcube.testing.conformance import Case
+        from dpcube.testing.conformance import MIXED_QUERIES, Case, mixed_schema
 
-        schema = Schema.from_dict(
-            {
-                "attributes": [
-                    {"name": "a", "kind": "ordinal", "range": [0, 2], "width": 1},
-                    {"name": "b", "kind": "nominal", "hierarchy": {"x": ["x1", "x2"], "y": None}},
-                ]
-            }
-        )
-        queries: list[dict[str, Any]] = [
-            {},
-            {"a": [0, 1]},
-            {"b": "x"},
-            {"a": [2, 2], "b": "y"},
-            {"a": [1, 2], "b": "x2"},
-        ]
+        schema, queries = mixed_schema(), MIXED_QUERIES
         return [
             Case("identity-laplace", schema, lambda n: cls(1.0, neighbour=n), queries),
             Case(

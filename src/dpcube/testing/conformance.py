@@ -61,6 +61,29 @@ class Case:
     atol: float = 1e-6
 
 
+def mixed_schema() -> Schema:
+    """The shared tiny domain of the cell mechanisms' cases: an ordinal axis of 3 and a nominal
+    axis with a two-level hierarchy (x -> x1, x2; y), 9 cells in all."""
+    return Schema.from_dict(
+        {
+            "attributes": [
+                {"name": "a", "kind": "ordinal", "range": [0, 2], "width": 1},
+                {"name": "b", "kind": "nominal", "hierarchy": {"x": ["x1", "x2"], "y": None}},
+            ]
+        }
+    )
+
+
+#: Queries over :func:`mixed_schema`: the total, a range, a hierarchy node, a leaf, and a box.
+MIXED_QUERIES: tuple[dict[str, Any], ...] = (
+    {},
+    {"a": [0, 1]},
+    {"b": "x"},
+    {"a": [2, 2], "b": "y"},
+    {"a": [1, 2], "b": "x2"},
+)
+
+
 def tiny_histograms(schema: Schema, seed: int = 0) -> list[Histogram]:
     """Base histograms for brute force: all zeros, all ones, and a random one."""
     rng = np.random.default_rng(seed)

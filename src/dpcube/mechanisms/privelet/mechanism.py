@@ -337,23 +337,9 @@ class PriveletPlus(Mechanism):
 
     @classmethod
     def conformance_cases(cls) -> list[Any]:
-        from dpcube.testing.conformance import Case
+        from dpcube.testing.conformance import MIXED_QUERIES, Case, mixed_schema
 
-        schema = Schema.from_dict(
-            {
-                "attributes": [
-                    {"name": "a", "kind": "ordinal", "range": [0, 2], "width": 1},
-                    {"name": "b", "kind": "nominal", "hierarchy": {"x": ["x1", "x2"], "y": None}},
-                ]
-            }
-        )
-        queries: list[dict[str, Any]] = [
-            {},
-            {"a": [0, 1]},
-            {"b": "x"},
-            {"a": [2, 2], "b": "y"},
-            {"a": [1, 2], "b": "x2"},
-        ]
+        schema, queries = mixed_schema(), MIXED_QUERIES
         return [
             Case("privelet-plus-auto", schema, lambda n: cls(1.0, neighbour=n), queries),
             Case(
@@ -395,16 +381,9 @@ class Privelet(PriveletPlus):
 
     @classmethod
     def conformance_cases(cls) -> list[Any]:
-        from dpcube.testing.conformance import Case
+        from dpcube.testing.conformance import MIXED_QUERIES, Case, mixed_schema
 
-        mixed = Schema.from_dict(
-            {
-                "attributes": [
-                    {"name": "a", "kind": "ordinal", "range": [0, 2], "width": 1},
-                    {"name": "b", "kind": "nominal", "hierarchy": {"x": ["x1", "x2"], "y": None}},
-                ]
-            }
-        )
+        mixed = mixed_schema()
         flat = Schema.from_dict(
             {
                 "attributes": [
@@ -419,13 +398,7 @@ class Privelet(PriveletPlus):
                 ]
             }
         )
-        queries: list[dict[str, Any]] = [
-            {},
-            {"a": [0, 1]},
-            {"b": "x"},
-            {"a": [2, 2], "b": "y"},
-            {"a": [1, 2], "b": "x2"},
-        ]
+        queries = MIXED_QUERIES
         flat_queries: list[dict[str, Any]] = [
             {},
             {"g": "M"},
