@@ -10,7 +10,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from dpcube.engine import POLICIES, Engine, OutOfDomainPolicy, get_engine
 from dpcube.errors import DataError, SchemaError
-from dpcube.schema import DEFAULT_MAX_CELLS, Schema
+from dpcube.schema import Schema
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ def histogram(
     *,
     on_out_of_domain: OutOfDomainPolicy = "error",
     engine: str | Engine = "duckdb",
-    max_cells: int = DEFAULT_MAX_CELLS,
+    max_cells: int | None = None,
 ) -> Histogram:
     """Count the records of ``source`` in every cell of ``schema``'s domain.
 

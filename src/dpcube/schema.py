@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,8 +38,121 @@ import yaml
 
 from dpcube.errors import DomainTooLargeError, QueryError, SchemaError
 
-#: Largest number of cells that :func:`dpcube.histogram` materialises by default (1 GiB of int64).
-DEFAULT_MAX_CELLS = 2**27
+
+def _memory_bytes() -> int:
+    """Physical memory of this machine (8 GiB where the OS does not say)."""
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):
+        return 8 * 2**30
+
+
+def _memory_limit() -> int:
+    # A dense int64 array and a few working copies of it (prefix sums, noise, answers): 64 bytes
+    # a cell, so the default uses at most about an eighth of memory per copy.
+    return max(2**20, _memory_bytes() // 64)
+
+
+#: Largest number of cells materialised by default on this machine (memory / 64 bytes, at least
+#: 2**20); the environment variable ``DPCUBE_MAX_CELLS`` overrides it (see :func:`default_max_cells`).
+DEFAULT_MAX_CELLS = _memory_limit()
+
+
+def default_max_cells() -> int:
+    """The domain limit: ``$DPCUBE_MAX_CELLS`` if set, else :data:`DEFAULT_MAX_CELLS`."""
+    env = os.environ.get("DPCUBE_MAX_CELLS", "").strip()
+    if not env:
+        return DEFAULT_MAX_CELLS
+    try:
+        value = int(env.replace("_", ""))
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise SchemaError(f"DPCUBE_MAX_CELLS={env!r} must be a positive integer number of cells")
+    return value
+
+
+def _limit_source(limit: int) -> str:
+    if os.environ.get("DPCUBE_MAX_CELLS", "").strip():
+        return f"the {limit:,} set by DPCUBE_MAX_CELLS"
+    if limit == DEFAULT_MAX_CELLS:
+        gib = _memory_bytes() / 2**30
+        return (
+            f"the {limit:,} that may be materialised (the default, sized to this machine's "
+            f"{gib:.0f} GiB of memory; set DPCUBE_MAX_CELLS to raise it)"
+        )
+    return f"the {limit:,} that may be materialised (max_cells; DPCUBE_MAX_CELLS sets the default)"
+
+
+# -- one validator for every schema field ------------------------------------------------------
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
+
+
+def _field_number(value: Any, attribute: str, field_name: str) -> float:
+    """A finite real number (not a boolean, not a string) for ``attribute``'s ``field_name``."""
+    if not _is_number(value):
+        raise SchemaError(f"attribute {attribute!r}: {field_name} must be a number, got {value!r}")
+    if not math.isfinite(value):
+        raise SchemaError(f"attribute {attribute!r}: {field_name} must be finite, got {value!r}")
+    return float(value)
+
+
+def _field_list(
+    value: Any, attribute: str, field_name: str, what: str, count: int | None = None
+) -> list[Any]:
+    """A list (or tuple) for a field, of exactly ``count`` items when given."""
+    expected = f"a list of {count} {what}" if count else f"a list of {what}"
+    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Sequence):
+        raise SchemaError(
+            f"attribute {attribute!r}: {field_name} must be {expected}, got {value!r}"
+        )
+    if count is not None and len(value) != count:
+        raise SchemaError(
+            f"attribute {attribute!r}: {field_name} must be {expected}, got {len(value)}: {list(value)!r}"
+        )
+    return list(value)
+
+
+def _field_numbers(
+    value: Any, attribute: str, field_name: str, count: int | None = None
+) -> tuple[float, ...]:
+    items = _field_list(value, attribute, field_name, "numbers", count)
+    return tuple(_field_number(x, attribute, f"{field_name} item {i}") for i, x in enumerate(items))
+
+
+def _field_integers(value: Any, attribute: str, field_name: str, count: int) -> tuple[int, ...]:
+    """``count`` whole numbers >= 1; a single number stands for all of them."""
+    items = [value] * count if _is_number(value) or isinstance(value, bool) else value
+    items = _field_list(items, attribute, field_name, "positive integers", count)
+    out: list[int] = []
+    for x in items:
+        if not _is_number(x) or not math.isfinite(x) or not float(x).is_integer():
+            raise SchemaError(
+                f"attribute {attribute!r}: {field_name} must be whole numbers (integers), got {x!r}"
+            )
+        if x < 1:
+            raise SchemaError(
+                f"attribute {attribute!r}: {field_name} must be at least 1, got {x!r}"
+            )
+        out.append(int(x))
+    return tuple(out)
+
+
+def _field_names(
+    value: Any, attribute: str, field_name: str, count: int | None = None
+) -> tuple[str, ...]:
+    """Names (columns, categories): scalars read as the text written."""
+    items = _field_list(value, attribute, field_name, "names", count)
+    for x in items:
+        if isinstance(x, Mapping | list | tuple):
+            raise SchemaError(
+                f"attribute {attribute!r}: {field_name} must be scalar names, got {x!r}"
+            )
+    return tuple(str(x) for x in items)
+
 
 Interval: TypeAlias = tuple[int, int]
 Box: TypeAlias = tuple[Interval, ...]
@@ -61,10 +176,14 @@ def _interval(value: Any, size: int, attribute: str, axis: str = "") -> Interval
         not isinstance(value, Sequence)
         or isinstance(value, str)
         or len(value) != 2
-        or not all(isinstance(v, int | float) and float(v).is_integer() for v in value)
+        or not all(_is_number(v) and math.isfinite(v) and float(v).is_integer() for v in value)
     ):
-        raise QueryError(f"{where}: expected an inclusive index interval [lo, hi], got {value!r}")
+        raise QueryError(
+            f"{where}: expected an inclusive index interval [lo, hi] of two integers, got {value!r}"
+        )
     lo, hi = int(value[0]), int(value[1])
+    if lo > hi:
+        raise QueryError(f"{where}: interval [{lo}, {hi}] is reversed; write it as [{hi}, {lo}]")
     if not 0 <= lo <= hi < size:
         raise QueryError(f"{where}: interval [{lo}, {hi}] is not inside [0, {size - 1}]")
     return lo, hi
@@ -208,17 +327,26 @@ class Ordinal:
 
     @classmethod
     def from_range(cls, name: str, lo: float, hi: float, width: float, column: str = "") -> Ordinal:
+        lo, hi = _field_numbers((lo, hi), name, "range", 2)
+        width = _field_number(width, name, "width")
         if not width > 0:
             raise SchemaError(f"attribute {name!r}: width must be positive, got {width}")
         if not hi >= lo:
             raise SchemaError(f"attribute {name!r}: range [{lo}, {hi}] is empty (hi < lo)")
         bins = math.floor((hi - lo) / width) + 1
+        limit = default_max_cells()
+        if bins > limit:
+            # Checked before the edges are built: a huge range would exhaust memory.
+            raise DomainTooLargeError(
+                f"attribute {name!r}: range [{lo:g}, {hi:g}] with width {width:g} gives {bins:,} bins, "
+                f"more than {_limit_source(limit)}; use a wider 'width' or a narrower 'range'"
+            )
         edges = tuple(lo + i * width for i in range(bins + 1))
         return cls(name, edges, high=hi, high_inclusive=True, column=column, width=width)
 
     @classmethod
     def from_edges(cls, name: str, edges: Sequence[float], column: str = "") -> Ordinal:
-        edges_t = tuple(float(e) for e in edges)
+        edges_t = _field_numbers(edges, name, "edges")
         if len(edges_t) >= 2 and edges_t[-1] <= edges_t[0]:
             raise SchemaError(
                 f"attribute {name!r}: edges must strictly increase, got {list(edges)}"
@@ -303,7 +431,7 @@ class Nominal:
                     f"attribute {name!r}: a nominal attribute needs categories or a hierarchy"
                 )
             return cls(name, tree.leaves, tree, column)
-        cats = _name_list(categories, "category", name)
+        cats = _name_list(_field_names(categories, name, "categories"), "category", name)
         if tree is not None:
             missing = sorted(set(cats) - set(tree.leaves))
             extra = sorted(set(tree.leaves) - set(cats))
@@ -374,18 +502,18 @@ class Spatial:
     resolution: tuple[int, int]
 
     def __post_init__(self) -> None:
-        if len(self.columns) != 2:
-            raise SchemaError(
-                f"attribute {self.name!r}: a spatial attribute needs two columns [lat, lon]"
-            )
-        lat0, lon0, lat1, lon1 = self.bbox
+        columns = _field_names(self.columns, self.name, "columns [lat, lon]", 2)
+        bbox = _field_numbers(self.bbox, self.name, "bbox [lat_min, lon_min, lat_max, lon_max]", 4)
+        resolution = _field_integers(self.resolution, self.name, "resolution [rows, cols]", 2)
+        object.__setattr__(self, "columns", columns)
+        object.__setattr__(self, "bbox", bbox)
+        object.__setattr__(self, "resolution", resolution)
+        lat0, lon0, lat1, lon1 = bbox
         if not (lat1 > lat0 and lon1 > lon0):
             raise SchemaError(
                 f"attribute {self.name!r}: bbox {list(self.bbox)} must be [lat_min, lon_min, lat_max, lon_max] "
                 "with min < max"
             )
-        if len(self.resolution) != 2 or min(self.resolution) < 1:
-            raise SchemaError(f"attribute {self.name!r}: resolution must be two positive integers")
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -426,10 +554,10 @@ def _attribute_from_dict(d: Mapping[str, Any]) -> Attribute:
     column = str(d.get("column", ""))
     if kind == "ordinal":
         if "edges" in d:
-            return Ordinal.from_edges(name, [float(e) for e in d["edges"]], column)
+            return Ordinal.from_edges(name, d["edges"], column)
         if "range" in d and "width" in d:
-            lo, hi = d["range"]
-            return Ordinal.from_range(name, float(lo), float(hi), float(d["width"]), column)
+            lo, hi = _field_numbers(d["range"], name, "range", 2)
+            return Ordinal.from_range(name, lo, hi, d["width"], column)
         raise SchemaError(
             f"attribute {name!r}: an ordinal attribute needs 'edges' or 'range' with 'width'"
         )
@@ -445,15 +573,102 @@ def _attribute_from_dict(d: Mapping[str, Any]) -> Attribute:
         for key in ("columns", "bbox", "resolution"):
             if key not in d:
                 raise SchemaError(f"attribute {name!r}: a spatial attribute needs {key!r}")
-        res = d["resolution"]
-        res = [res, res] if isinstance(res, int) else res
-        return Spatial(
-            name,
-            (str(d["columns"][0]), str(d["columns"][1])),
-            tuple(float(x) for x in d["bbox"]),  # type: ignore[arg-type]
-            (int(res[0]), int(res[1])),
-        )
+        return Spatial(name, d["columns"], d["bbox"], d["resolution"])
     raise SchemaError(f"attribute {name!r}: unknown kind {kind!r}; use ordinal, nominal or spatial")
+
+
+# -- YAML: the scalars as written, no aliases ---------------------------------------------------
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """A safe loader that refuses aliases: a "billion laughs" file fails at its first alias."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(
+                None,
+                None,
+                f"aliases (*{event.anchor}) are not allowed; write the value out",
+                event.start_mark,
+            )
+        return super().compose_node(parent, index)
+
+
+class _TextLoader(_NoAliasLoader):
+    """Every plain scalar stays the string written (``NO``, ``01``, ``~``)."""
+
+
+class _CoreLoader(_NoAliasLoader):
+    """YAML 1.2 core schema: ``true``/``false``, ``null``/``~``, decimal/0x/0o integers, floats;
+    ``yes``/``no``/``on``/``off`` and sexagesimal numbers stay strings."""
+
+
+# No implicit types at all for the text loader; only the core schema's for the other.
+_TextLoader.yaml_implicit_resolvers = {}
+_CoreLoader.yaml_implicit_resolvers = {}
+
+
+def _core_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+    text = str(loader.construct_scalar(node))
+    sign, digits = (-1, text[1:]) if text.startswith("-") else (1, text.lstrip("+"))
+    if digits.startswith("0x"):
+        return sign * int(digits[2:], 16)
+    if digits.startswith("0o"):
+        return sign * int(digits[2:], 8)
+    return sign * int(digits)
+
+
+for _tag, _pattern in (
+    ("tag:yaml.org,2002:null", r"~|null|Null|NULL|"),
+    ("tag:yaml.org,2002:bool", r"true|True|TRUE|false|False|FALSE"),
+    ("tag:yaml.org,2002:int", r"[-+]?[0-9]+|[-+]?0o[0-7]+|[-+]?0x[0-9a-fA-F]+"),
+    (
+        "tag:yaml.org,2002:float",
+        r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?|[-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN)",
+    ),
+):
+    _CoreLoader.add_implicit_resolver(_tag, re.compile(f"^(?:{_pattern})$"), None)
+_CoreLoader.add_constructor("tag:yaml.org,2002:int", _core_int)
+
+#: Fields whose values are names: read as the text written, whatever YAML would make of them.
+_TEXT_FIELDS = ("name", "kind", "column", "columns", "categories", "root")
+
+
+def _as_text(core: Any, raw: Any, in_mapping: bool) -> Any:
+    """``raw`` (all strings) in the shape of ``core``; a null mapping value stays None."""
+    if isinstance(core, dict) and isinstance(raw, dict):
+        return {
+            rk: _as_text(cv, rv, True)
+            for (_, cv), (rk, rv) in zip(core.items(), raw.items(), strict=True)
+        }
+    if isinstance(core, list) and isinstance(raw, list):
+        return [_as_text(c, r, False) for c, r in zip(core, raw, strict=True)]
+    return None if in_mapping and core is None else raw
+
+
+def load_yaml(text: str) -> Any:
+    """Load a schema's YAML: numbers by the YAML 1.2 core schema, names (categories, hierarchy
+    nodes, columns) as the strings written, aliases refused."""
+    core = yaml.load(text, Loader=_CoreLoader)
+    raw = yaml.load(text, Loader=_TextLoader)
+    if isinstance(core, dict) and isinstance(raw, dict):
+        pairs = zip(core.get("attributes") or [], raw.get("attributes") or [], strict=False)
+        for c, r in pairs:
+            if isinstance(c, dict) and isinstance(r, dict):
+                for key in (*_TEXT_FIELDS, "hierarchy"):
+                    if key in c and key in r:
+                        c[key] = _as_text(c[key], r[key], key == "hierarchy")
+    return core
+
+
+def yaml_error_line(exc: yaml.YAMLError) -> str:
+    """A YAML error as one line: the problem and where."""
+    if isinstance(exc, yaml.MarkedYAMLError):
+        mark = exc.problem_mark or exc.context_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        return f"{exc.problem or exc.context or 'syntax error'}{where}"
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 @dataclass(frozen=True)
@@ -483,10 +698,15 @@ class Schema:
         except OSError as exc:
             raise SchemaError(f"cannot read schema file {str(p)!r}: {exc.strerror}") from None
         try:
-            data = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
-        except (json.JSONDecodeError, yaml.YAMLError) as exc:
+            data = json.loads(text) if p.suffix == ".json" else load_yaml(text)
+        except json.JSONDecodeError as exc:
             raise SchemaError(
-                f"schema file {str(p)!r} is not valid {p.suffix.lstrip('.') or 'YAML'}: {exc}"
+                f"schema file {str(p)!r} is not valid JSON: {exc.msg} at line {exc.lineno}, "
+                f"column {exc.colno}"
+            ) from None
+        except yaml.YAMLError as exc:
+            raise SchemaError(
+                f"schema file {str(p)!r} is not valid YAML: {yaml_error_line(exc)}"
             ) from None
         return cls.from_dict(data)
 
@@ -530,12 +750,14 @@ class Schema:
             start += len(a.shape)
         raise QueryError(f"unknown attribute {name!r}; the schema has {', '.join(self.names)}")
 
-    def check_materialisable(self, max_cells: int = DEFAULT_MAX_CELLS) -> None:
-        if self.size > max_cells:
+    def check_materialisable(self, max_cells: int | None = None) -> None:
+        """Refuse a domain of more than ``max_cells`` cells (default :func:`default_max_cells`)."""
+        limit = default_max_cells() if max_cells is None else max_cells
+        if self.size > limit:
             dims = " x ".join(str(n) for n in self.shape)
             raise DomainTooLargeError(
-                f"the domain has {self.size:,} cells ({dims}), more than the {max_cells:,} that may be "
-                "materialised; use coarser bins, fewer attributes, or raise max_cells"
+                f"the domain has {self.size:,} cells ({dims}), more than {_limit_source(limit)}; "
+                "use coarser bins or fewer attributes"
             )
 
     def box(self, query: Mapping[str, Any]) -> Box:
