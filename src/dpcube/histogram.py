@@ -34,12 +34,7 @@ class Histogram:
             raise SchemaError(
                 f"counts of shape {arr.shape} do not match the schema's shape {schema.shape}"
             )
-        if not np.issubdtype(arr.dtype, np.integer):
-            if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
-                raise DataError("histogram counts must be whole numbers")
-        arr = arr.astype(np.int64)
-        if arr.size and arr.min() < 0:
-            raise DataError(f"histogram counts must be non-negative; found {int(arr.min())}")
+        arr = _as_counts(arr)
         object.__setattr__(self, "schema", schema)
         object.__setattr__(self, "counts", arr)
         object.__setattr__(self, "report", dict(report or {}))
@@ -47,6 +42,41 @@ class Histogram:
     @property
     def total(self) -> int:
         return int(self.counts.sum())
+
+
+INT64_MAX = int(np.iinfo(np.int64).max)
+
+
+def _as_counts(arr: NDArray[Any]) -> NDArray[np.int64]:
+    """``arr`` as int64 counts: whole, non-negative, each and their total within int64."""
+    if arr.dtype != np.bool_ and not (
+        np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)
+    ):
+        raise DataError(f"histogram counts must be whole numbers, got dtype {arr.dtype}")
+    if arr.size == 0:
+        return arr.astype(np.int64)
+    if np.issubdtype(arr.dtype, np.floating):
+        if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
+            raise DataError("histogram counts must be whole numbers")
+    arr = arr.astype(np.int64) if arr.dtype == np.bool_ else arr
+    low, high = arr.min(), arr.max()
+    if low < 0:
+        raise DataError(f"histogram counts must be non-negative; found {int(low)}")
+    # Compare as floats first (exact ints would overflow the cast), then exactly.
+    if float(high) >= 2.0**63 or (np.issubdtype(arr.dtype, np.integer) and int(high) > INT64_MAX):
+        raise DataError(
+            "a histogram count is larger than the int64 maximum (9.2e18); counts must fit int64"
+        )
+    counts = arr.astype(np.int64)
+    if int(high) > INT64_MAX // counts.size:
+        # The total could overflow: add exactly (Python ints) only in this rare case.
+        total = sum(int(x) for x in counts.ravel())
+        if total > INT64_MAX:
+            raise DataError(
+                f"the histogram's total of {total:.3g} records would overflow int64 sums; "
+                "counts must add up to at most 9.2e18"
+            )
+    return counts
 
 
 def histogram(

@@ -54,32 +54,93 @@ class SourceView:
         return dict(zip(self.relation.columns, (str(t) for t in self.relation.types), strict=True))
 
 
-def _read_path(
-    con: duckdb.DuckDBPyConnection, path: Path, text_columns: tuple[str, ...] = ()
-) -> duckdb.DuckDBPyRelation:
-    if not path.exists():
-        raise DataError(f"data file {str(path)!r} does not exist")
-    name = path.name.lower()
-    if path.is_dir():
-        return con.read_parquet(str(path / "**" / "*.parquet"), hive_partitioning=True)
-    if name.endswith((".parquet", ".pq")):
-        return con.read_parquet(str(path))
-    if name.endswith((".csv", ".csv.gz", ".tsv", ".txt", ".txt.gz")):
-        # The CSV sniffer would type a column of "F" as BOOLEAN and "01" as INTEGER; columns read
-        # as categories keep their text.
-        header = con.read_csv(str(path)).columns
-        text = {c: "VARCHAR" for c in text_columns if c in header}
-        return con.read_csv(str(path), dtype=text) if text else con.read_csv(str(path))
-    if name.endswith((".json", ".jsonl", ".ndjson")):
-        return con.read_json(str(path))
-    raise DataError(f"cannot tell the format of {str(path)!r}: use a .csv, .parquet or .json file")
+def _library_message(exc: BaseException) -> str:
+    """The first line of a library's error message, without its type prefix."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text
 
 
 @contextmanager
-def open_source(source: Any, text_columns: tuple[str, ...] = ()) -> Iterator[SourceView]:
+def reading(source: Any) -> Iterator[None]:
+    """Turn DuckDB's errors while reading ``source`` into one :class:`DataError` naming it;
+    a path's :class:`DataError` gets the path in front."""
+    name = f"data file {str(source)!r}" if isinstance(source, str | os.PathLike) else "the data"
+    try:
+        yield
+    except duckdb.Error as exc:
+        fmt = _format_of(Path(source)) if isinstance(source, str | os.PathLike) else ""
+        raise DataError(
+            f"{name} is not readable{' as ' + fmt if fmt else ''}: {_library_message(exc)}"
+        ) from exc
+    except DataError as exc:
+        if not isinstance(source, str | os.PathLike) or str(source) in str(exc):
+            raise
+        raise DataError(f"{name}: {exc}") from exc
+
+
+def _format_of(path: Path) -> str:
+    name = path.name.lower()
+    if path.is_dir() or name.endswith((".parquet", ".pq")):
+        return "Parquet"
+    if name.endswith((".csv", ".csv.gz", ".tsv", ".txt", ".txt.gz")):
+        return "CSV"
+    if name.endswith((".json", ".jsonl", ".ndjson")):
+        return "JSON"
+    return ""
+
+
+def _read_path(
+    con: duckdb.DuckDBPyConnection,
+    path: Path,
+    text_columns: tuple[str, ...] = (),
+    numeric_columns: tuple[str, ...] = (),
+) -> duckdb.DuckDBPyRelation:
+    where = repr(str(path))
+    if not path.exists():
+        raise DataError(f"data file {where} does not exist")
+    if path.is_dir():
+        if next(path.rglob("*.parquet"), None) is None:
+            raise DataError(
+                f"directory {where} holds no .parquet files; give a CSV or Parquet file, "
+                "or a directory of Parquet files"
+            )
+        return con.read_parquet(str(path / "**" / "*.parquet"), hive_partitioning=True)
+    if path.stat().st_size == 0:
+        raise DataError(f"data file {where} is empty (0 bytes); it needs at least a header row")
+    fmt = _format_of(path)
+    if fmt == "Parquet":
+        return con.read_parquet(str(path))
+    if fmt == "CSV":
+        if not path.name.lower().endswith(".gz"):
+            with path.open("rb") as f:
+                if b"\x00" in f.read(8192):
+                    raise DataError(
+                        f"data file {where} is not a CSV text file (it holds binary data); "
+                        "give a CSV or Parquet file"
+                    )
+        # The CSV sniffer would type a column of "F" as BOOLEAN and "01" as INTEGER; columns read
+        # as categories keep their text.
+        relation = con.read_csv(str(path))
+        header = relation.columns
+        dtype = {c: "VARCHAR" for c in text_columns if c in header}
+        if not relation.limit(1).fetchall():
+            # A header and no rows: zero records is legitimate data, but the sniffer has no
+            # values to type the numeric columns by.
+            dtype |= {c: "DOUBLE" for c in numeric_columns if c in header and c not in dtype}
+        return con.read_csv(str(path), dtype=dtype) if dtype else relation
+    if fmt == "JSON":
+        return con.read_json(str(path))
+    raise DataError(f"cannot tell the format of {where}: use a .csv, .parquet or .json file")
+
+
+@contextmanager
+def open_source(
+    source: Any, text_columns: tuple[str, ...] = (), numeric_columns: tuple[str, ...] = ()
+) -> Iterator[SourceView]:
     """Open a path, DataFrame, Arrow table, DuckDB relation or :class:`SQL` as a :class:`SourceView`.
 
-    ``text_columns`` are read as text from a CSV file (the columns of nominal attributes).
+    ``text_columns`` are read as text from a CSV file (the columns of nominal attributes);
+    ``numeric_columns`` as numbers from a CSV file with a header and no rows.
     """
     if isinstance(source, duckdb.DuckDBPyRelation):
         yield SourceView(con=duckdb.connect(), relation=source)
@@ -94,7 +155,8 @@ def open_source(source: Any, text_columns: tuple[str, ...] = ()) -> Iterator[Sou
         if threads:
             con.execute(f"SET threads = {int(threads)}")
         if isinstance(source, str | os.PathLike):
-            relation = _read_path(con, Path(source), text_columns)
+            with reading(source):
+                relation = _read_path(con, Path(source), text_columns, numeric_columns)
         else:
             module = type(source).__module__.split(".")[0]
             if module not in ("pandas", "polars", "pyarrow"):
@@ -118,7 +180,10 @@ class DuckDBEngine(Engine):
         self, source: Any, schema: Schema, *, on_out_of_domain: OutOfDomainPolicy = "error"
     ) -> tuple[NDArray[np.int64], dict[str, Any]]:
         nominal = tuple(a.column for a in schema.attributes if isinstance(a, Nominal))
-        with open_source(source, nominal) as view:
+        numeric = tuple(
+            c for a in schema.attributes if not isinstance(a, Nominal) for c in a.columns
+        )
+        with reading(source), open_source(source, nominal, numeric) as view:
             exprs = axis_expressions(schema, view.columns)
             select = ", ".join(f"{e} AS a{i}" for i, e in enumerate(exprs))
             keys = ", ".join(f"a{i}" for i in range(len(exprs)))

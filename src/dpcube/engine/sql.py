@@ -6,7 +6,7 @@ negative code when the row is outside the domain:
 ==========  ===========================================================
 code >= 0   the bin
 -1          out of domain (below the range, or an unknown category)
--2          NULL in a column the attribute reads
+-2          NULL (or a float NaN) in a column the attribute reads
 -3          out of domain above the range (ordinal and spatial only)
 ==========  ===========================================================
 
@@ -71,6 +71,12 @@ def _number(x: float) -> str:
     return repr(float(x))
 
 
+def _missing(column: str) -> str:
+    """A numeric value that is missing: NULL, or a float NaN (which would compare as above every
+    bound and be clipped into the last bin), so NaN follows the NULL policy."""
+    return f"({column} IS NULL OR isnan(CAST({column} AS DOUBLE)))"
+
+
 def axis_expressions(
     schema: Schema, columns: dict[str, str], dialect: Dialect = DUCKDB
 ) -> list[str]:
@@ -110,7 +116,7 @@ def axis_expressions(
                 )
                 inside = f"CASE {whens} ELSE {n - 1} END"
             exprs.append(
-                f"CASE WHEN {c} IS NULL THEN {NULL} WHEN {c} < {_number(attr.low)} THEN {BELOW} "
+                f"CASE WHEN {_missing(c)} THEN {NULL} WHEN {c} < {_number(attr.low)} THEN {BELOW} "
                 f"WHEN NOT ({upper}) THEN {ABOVE} ELSE {inside} END"
             )
         elif isinstance(attr, Nominal):
@@ -122,7 +128,7 @@ def axis_expressions(
             lat, lon = (dialect.ident(x) for x in attr.columns)
             lat0, lon0, lat1, lon1 = attr.bbox
             rows, cols = attr.shape
-            any_null = f"{lat} IS NULL OR {lon} IS NULL"
+            any_null = f"{_missing(lat)} OR {_missing(lon)}"
             for col, lo, hi, n in ((lat, lat0, lat1, rows), (lon, lon0, lon1, cols)):
                 exprs.append(
                     f"CASE WHEN {any_null} THEN {NULL} WHEN {col} < {_number(lo)} THEN {BELOW} "
