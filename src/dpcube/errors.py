@@ -33,3 +33,37 @@ class QueryError(DPCubeError):
 
 class ReleaseError(DPCubeError):
     """A release directory is missing, incomplete or of an unknown kind."""
+
+
+class UsageError(DPCubeError):
+    """A command-line argument is malformed: a ``--param`` of the wrong type, a negative size."""
+
+
+#: Libraries whose exceptions mean bad input (a file they could not read), by top-level module.
+_INPUT_LIBRARIES = {
+    "duckdb": "DuckDB",
+    "_duckdb": "DuckDB",
+    "pyarrow": "Arrow",
+    "sqlite3": "SQLite",
+    "_sqlite3": "SQLite",
+    "yaml": "YAML",
+}
+
+
+def library_error_line(exc: BaseException) -> str | None:
+    """One line for an exception from a library that reads the user's input (DuckDB, Arrow,
+    SQLite, YAML) or from the file system; None for anything else (a bug in dpcube)."""
+    if isinstance(exc, OSError):
+        path = exc.filename if exc.filename is not None else ""
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        return f"cannot use {str(path)!r}: {reason}" if path else reason
+    library = _INPUT_LIBRARIES.get(type(exc).__module__.split(".")[0])
+    if library is None:
+        return None
+    text = str(exc).strip()
+    if library == "YAML":
+        from dpcube.schema import yaml_error_line
+
+        text = yaml_error_line(exc)  # type: ignore[arg-type]
+    first = text.splitlines()[0] if text else type(exc).__name__
+    return f"{library} could not read the input: {first}"

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from dpcube import progress, registry
-from dpcube.errors import DPCubeError, QueryError
+from dpcube.cli.params import coerce_params
+from dpcube.errors import DPCubeError, QueryError, UsageError, library_error_line
 
 
 def _parse_value(text: str) -> Any:
@@ -55,6 +56,29 @@ def _constraint(text: str) -> Any:
         return text
 
 
+def _json_keys(text: str) -> list[str]:
+    """The top-level keys of a JSON object in the order written, repeats included."""
+    keys: list[str] = []
+
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        keys[:] = [k for k, _ in pairs]
+        return dict(pairs)
+
+    json.loads(text, object_pairs_hook=hook)
+    return keys
+
+
+def _no_repeats(names: list[str]) -> None:
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise QueryError(
+                f"--where names attribute {name!r} twice; give one constraint per attribute "
+                "(an interval lo..hi covers a range)"
+            )
+        seen.add(name)
+
+
 def parse_where(text: str) -> dict[str, Any]:
     """A query from JSON or from ``attr=lo..hi, attr=Category, loc=r0..r1:c0..c1``.
 
@@ -73,12 +97,14 @@ def parse_where(text: str) -> dict[str, Any]:
             raise QueryError(f"--where is not valid JSON: {exc}") from None
         if not isinstance(value, dict):
             raise QueryError("--where JSON must be an object {attribute: constraint}")
+        _no_repeats(list(_json_keys(text)))
         return value
     query: dict[str, Any] = {}
     for part in text.split(","):
         name, sep, value = part.partition("=")
         if not sep:
             raise QueryError(f"--where part {part.strip()!r} must look like attribute=value")
+        _no_repeats([*query, name.strip()])
         constraint = _constraint(value)
         query[name.strip()] = constraint if isinstance(constraint, list) else str(value.strip())
     return query
@@ -98,7 +124,7 @@ def cmd_release(args: argparse.Namespace) -> int:
 
     cls = registry.resolve(registry.MECHANISMS, args.mechanism, "mechanism")
     schema = Schema.from_file(args.schema) if args.schema else None
-    mechanism = cls.from_cli(args, parse_params(args.param))
+    mechanism = cls.from_cli(args, coerce_params(cls, parse_params(args.param)))
     ledger = _ledger(args)
     if args.total_epsilon is not None:
         if not ledger.has_total():
@@ -193,6 +219,8 @@ def cmd_budget(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from dpcube.demo.run import run_demo
 
+    if args.rows < 1:
+        raise UsageError(f"--rows must be a positive number of persons, got {args.rows}")
     return run_demo(rows=args.rows, out=Path(args.out), epsilon=args.epsilon, seed=args.seed)
 
 
@@ -294,12 +322,27 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except (OSError, ValueError, KeyError) as exc:
+    except KeyboardInterrupt:
         if debug:
             raise
-        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        print(f"error: {message} (run with --debug for the traceback)", file=sys.stderr)
-        return 2
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        # The last-resort boundary: a library's error on the user's input (DuckDB, Arrow, SQLite,
+        # YAML, the file system) is one line; anything else is a bug, reported as one line too.
+        if debug:
+            raise
+        line = library_error_line(exc)
+        if line is not None:
+            print(f"error: {line} (rerun with --debug for the traceback)", file=sys.stderr)
+            return 2
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        print(
+            f"error: internal error, please report: {type(exc).__name__}: {first} "
+            "(rerun with --debug for the traceback)",
+            file=sys.stderr,
+        )
+        return 1
 
 
 if __name__ == "__main__":

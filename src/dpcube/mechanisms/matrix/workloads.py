@@ -252,6 +252,7 @@ def from_boxes(
 ) -> Workload:
     """A workload of 0/1 box queries (shape (q, k, 2), inclusive bounds) on grid ``dims``."""
     dims = tuple(int(d) for d in dims)
+    check_dense_side(math.prod(dims), f"the grid {dims} of workload {name!r}")
     b = np.asarray(boxes, dtype=np.int64).reshape(-1, len(dims), 2)
     if len(b) == 0:
         raise QueryError("the workload has no queries; give at least one range query")
@@ -423,6 +424,37 @@ def parse_dims(text: str) -> tuple[int, ...]:
     return dims
 
 
+#: Largest side of a dense matrix a workload builds: one per axis for the Kronecker workloads
+#: (allrange, prefix, marginals), one over the whole grid for box workloads (random ranges,
+#: coverage ranges, query files). 8192² float64 is 512 MiB.
+MAX_DENSE_SIDE = 8192
+
+
+def check_dense_side(n: int, what: str) -> None:
+    """Refuse, before allocating, a workload that needs a dense ``n x n`` matrix."""
+    if n > MAX_DENSE_SIDE:
+        gib = n * n * 8 / 2**30
+        raise QueryError(
+            f"{what} has {n:,} cells and needs a dense {n:,} x {n:,} matrix ({gib:,.0f} GiB); "
+            f"at most {MAX_DENSE_SIDE:,} cells are supported there: use fewer cells (coarser bins)"
+        )
+
+
+def _checked_spec(kind: str, args: list[str], spec: str) -> None:
+    """Size of a spec's dense matrices, estimated from its text before anything is built."""
+    where = f"workload {spec!r}"
+    if kind in ("allrange", "prefix", "marginal-predicates", "marginal-ranges") and args:
+        for d in parse_dims(args[-1]):
+            check_dense_side(d, f"an axis of {where}")
+    elif kind == "marginals" and len(args) == 2:
+        for d in parse_dims(args[1]):
+            check_dense_side(d, f"an axis of {where}")
+    elif kind in ("random-range", "biased-range", "central-range") and len(args) == 2:
+        check_dense_side(math.prod(parse_dims(args[1])), f"the grid of {where}")
+    elif kind in ("allpredicate", "coverage-range") and args and args[-1].isdigit():
+        check_dense_side(int(args[-1]), f"the grid of {where}")
+
+
 def parse_workload(spec: str) -> Workload:
     """A named workload from its spec string (see the module docstring)."""
     parts = spec.strip().split(":")
@@ -430,6 +462,7 @@ def parse_workload(spec: str) -> Workload:
     options = dict(a.split("=", 1) for a in args if "=" in a)
     args = [a for a in args if "=" not in a]
     seed = int(options.get("seed", 0))
+    _checked_spec(kind, args, spec)
     try:
         if kind == "allrange" and len(args) == 1:
             return allrange(parse_dims(args[0]))
@@ -539,6 +572,7 @@ __all__ = [
     "allrange_rows_1d",
     "average_coverage",
     "box_gram",
+    "check_dense_side",
     "coverage_ranges",
     "from_boxes",
     "from_matrix",

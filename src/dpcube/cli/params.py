@@ -1,0 +1,104 @@
+"""``--param key=value``: check each value against the type of the constructor's parameter.
+
+``dpcube release --param`` values are parsed as JSON where they parse (``3``, ``[1, 2]``,
+``true``) and kept as text otherwise; :func:`coerce_params` then checks each against the
+annotation of the mechanism's ``__init__`` and refuses a wrong type naming the parameter (an
+integer where a whole number is expected, ``true`` where a number is expected, text where a
+number is expected). Unannotated or ``Any`` parameters take any value; names the constructor does
+not have are left for the mechanism to refuse.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import types
+import typing
+from typing import Any
+
+from dpcube.errors import UsageError
+
+_NAMES = {int: "an integer", float: "a number", str: "text", bool: "true or false"}
+
+
+def _allowed(hint: Any) -> list[Any] | None:
+    """The plain types a hint admits, or None for anything (Any, unknown generics)."""
+    if hint is Any:
+        return None
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        out: list[Any] = []
+        for arg in typing.get_args(hint):
+            sub = _allowed(arg)
+            if sub is None:
+                return None
+            out.extend(sub)
+        return out
+    if hint is type(None) or hint is None:
+        return [type(None)]
+    if typing.get_origin(hint) is typing.Literal:
+        return [type(v) for v in typing.get_args(hint)]
+    base = origin or hint
+    if base in (int, float, str, bool):
+        return [base]
+    if base in (list, tuple, collections.abc.Sequence):
+        return [list]
+    if base in (dict, collections.abc.Mapping):
+        return [dict]
+    return None
+
+
+def _check(value: Any, allowed: list[Any]) -> tuple[bool, Any]:
+    if isinstance(value, bool):
+        return bool in allowed, value
+    if value is None:
+        return type(None) in allowed, value
+    if isinstance(value, int):
+        if int in allowed:
+            return True, value
+        return float in allowed, float(value)
+    if isinstance(value, float):
+        if float in allowed:
+            return True, value
+        if int in allowed and value.is_integer():
+            return True, int(value)
+        return False, value
+    if isinstance(value, str):
+        return str in allowed, value
+    if isinstance(value, list):
+        return list in allowed, value
+    if isinstance(value, dict):
+        return dict in allowed, value
+    return False, value
+
+
+def coerce_params(cls: type, params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` checked against ``cls.__init__``'s annotations (ints widened to float where a
+    float is expected, ``2.0`` narrowed to 2 where an integer is); :class:`UsageError` otherwise."""
+    try:
+        hints = typing.get_type_hints(cls.__init__)  # type: ignore[misc]
+    except Exception:
+        hints = {}
+    out: dict[str, Any] = {}
+    for name, value in params.items():
+        allowed = _allowed(hints[name]) if name in hints else None
+        if allowed is None:
+            out[name] = value
+            continue
+        ok, coerced = _check(value, allowed)
+        if not ok:
+            expected = " or ".join(
+                dict.fromkeys(
+                    "null" if t is type(None) else "a list" if t is list else
+                    "a mapping" if t is dict else _NAMES.get(t, t.__name__)
+                    for t in allowed
+                )
+            )  # fmt: skip
+            raise UsageError(
+                f"--param {name}={value!r}: {getattr(cls, 'name', cls.__name__)} expects "
+                f"{expected} for {name!r}"
+            )
+        out[name] = coerced
+    return out
+
+
+__all__ = ["coerce_params"]
