@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -88,7 +89,8 @@ def _limit_source(limit: int) -> str:
 
 
 def _is_number(x: Any) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool)
+    """A real number (Python or numpy), not a boolean and not text."""
+    return isinstance(x, numbers.Real) and not isinstance(x, bool) and type(x).__name__ != "bool_"
 
 
 def _field_number(value: Any, attribute: str, field_name: str) -> float:
@@ -637,11 +639,13 @@ _TEXT_FIELDS = ("name", "kind", "column", "columns", "categories", "root")
 
 def _as_text(core: Any, raw: Any, in_mapping: bool) -> Any:
     """``raw`` (all strings) in the shape of ``core``; a null mapping value stays None."""
-    if isinstance(core, dict) and isinstance(raw, dict):
+    if isinstance(core, dict) and isinstance(raw, dict) and len(core) == len(raw):
         return {
             rk: _as_text(cv, rv, True)
             for (_, cv), (rk, rv) in zip(core.items(), raw.items(), strict=True)
         }
+    if isinstance(core, dict) or isinstance(raw, dict):
+        return core  # keys that collapse differently (``1`` and ``"1"``): keep the typed reading
     if isinstance(core, list) and isinstance(raw, list):
         return [_as_text(c, r, False) for c, r in zip(core, raw, strict=True)]
     return None if in_mapping and core is None else raw

@@ -80,7 +80,7 @@ def test_yaml_category_values_are_the_strings_written(tmp_path: Path) -> None:
         "  - name: age\n    kind: ordinal\n    range: [0, 0x10]\n    width: 1\n"
     )
     schema = Schema.from_file(path)
-    assert schema["answer"].labels == ("NO", "YES", "01", "1.0", "~", "on")  # type: ignore[union-attr]
+    assert schema["answer"].labels == ("NO", "YES", "01", "1.0", "~", "on")
     assert schema["age"].shape == (17,)
 
 
@@ -219,3 +219,19 @@ def test_reversed_interval_says_reversed() -> None:
 def test_booleans_are_not_integers(value: Any) -> None:
     with pytest.raises(QueryError, match=r"'age'"):
         SCHEMA.box({"age": value})
+
+
+def test_yaml_hierarchy_nodes_are_the_strings_written(tmp_path: Path) -> None:
+    path = tmp_path / "h.yaml"
+    path.write_text(
+        "attributes:\n  - name: yes\n    kind: nominal\n"
+        "    hierarchy: {NO: [01, '~'], Off: {a: ~, b: null}}\n"
+    )
+    attr = Schema.from_file(path)["yes"]
+    assert attr.labels == ("01", "~", "a", "b")
+    assert attr.hierarchy is not None and set(attr.hierarchy.children["*"]) == {"NO", "Off"}  # type: ignore[union-attr]
+
+
+def test_numpy_numbers_are_numbers() -> None:
+    schema = Schema.from_dict({"attributes": [spatial(resolution=[np.int64(4), np.int32(2)])]})
+    assert schema.shape == (4, 2)
