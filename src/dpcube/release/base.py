@@ -176,7 +176,9 @@ def _read_manifest(directory: Path) -> dict[str, Any]:
 
 def _owned_files(directory: Path, manifest: Mapping[str, Any]) -> set[str]:
     """Names of the files the release described by ``manifest`` owns in ``directory``."""
-    tables = {_plain_file_name(directory, f, "table file").name for f in manifest["tables"].values()}
+    tables = {
+        _plain_file_name(directory, f, "table file").name for f in manifest["tables"].values()
+    }
     return tables | {MANIFEST, REPORT}
 
 

@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcube.errors import DataError, SchemaError
+from dpcube.errors import BudgetError, DataError, SchemaError
 from dpcube.histogram import Histogram
 from dpcube.mechanisms.base import Mechanism, SensitivityClaim
 from dpcube.privacy.neighbours import Neighbour
@@ -68,6 +68,23 @@ def geometric_shares(h: int, epsilon: float) -> NDArray[np.float64]:
     c = 2.0 ** (1.0 / 3.0)
     shares = 2.0 ** ((h - i) / 3.0) * epsilon * (c - 1.0) / (2.0 ** ((h + 1) / 3.0) - 1.0)
     return np.asarray(shares)
+
+
+def check_height(height: int | None, schema: Schema, name: str) -> None:
+    """Refuse a forced tree ``height`` beyond the depth the grid can be split to.
+
+    A binary partition of ``rows x cols`` cells has no cell left to split below depth
+    ``ceil(log2(rows * cols))``; a deeper tree only costs budget (and overflows the node arrays).
+    """
+    if height is None:
+        return
+    rows, cols = grid_shape(schema)
+    deepest = max(1, math.ceil(math.log2(rows * cols)))
+    if height > deepest:
+        raise BudgetError(
+            f"{name}: height={height} is deeper than the {rows}x{cols} grid can be split "
+            f"(at most {deepest}); lower --param height"
+        )
 
 
 def tree_height(noisy_total: float, epsilon: float, c0: float = 10.0) -> int:
