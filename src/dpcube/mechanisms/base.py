@@ -14,9 +14,9 @@ Each mechanism declares, as code rather than a comment (as in OpenDP):
 
 1. :meth:`Mechanism.prepare` checks and converts the input; all counting of the data happens here
    (or before, in :func:`dpcube.histogram`), never after the charge;
-2. :meth:`Mechanism.validate` runs every check that does not depend on the noise (parameters against
-   the data, plan, domain and memory size) and :meth:`Mechanism.check_noise_scale` refuses an
-   epsilon so small that the noise scale cannot be represented by the exact samplers;
+2. :meth:`Mechanism.check_noise_scale` refuses an epsilon so small that the noise scale cannot be
+   represented by the exact samplers, then :meth:`Mechanism.validate` runs every other check that
+   does not depend on the noise (parameters against the data, plan, domain and memory size);
 3. the ledger is charged exactly once;
 4. :meth:`Mechanism._release` draws the noise and builds the release (and nothing else may fail
    there for a reason the earlier steps could have seen).
@@ -212,8 +212,8 @@ class Mechanism(ABC):
         schema = getattr(prepared, "schema", None)
         if isinstance(schema, Schema):
             metadata.sensitivity = {c.name: c.declared for c in self.sensitivity_claims(schema)}
-        self.validate(prepared)
         self.check_noise_scale(prepared)
+        self.validate(prepared)
         # -- the one charge: everything above is checked; only the noise and the build follow ---
         if ledger is not None:
             ledger.charge(

@@ -327,7 +327,7 @@ class CensusHierarchy(Mechanism):
             return
         h, k = data.hierarchy, data.max_size
         alpha = math.exp(-self.epsilon / (h.levels * P.vector_sensitivity(self.neighbour)))
-        window = self._window(alpha, h.size * k)
+        window = self._window(alpha, h.size * k) if alpha < 1 else _MAX_WINDOW + 1
         if window > _MAX_WINDOW:
             raise BudgetError(
                 f"census-hierarchy: epsilon={self.epsilon:g} needs a dp window of {window} counts "

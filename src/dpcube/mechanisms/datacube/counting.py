@@ -114,7 +114,7 @@ def counts_from_source(
         grouping = f"GROUPING({', '.join(f'b{i}' for i in grouped)})" if grouped else "0"
         good = " AND ".join(f"b{i} >= 0" for i in range(len(exprs)))
         result = view.sql(
-            f"SELECT {grouping} AS gid, {', '.join(f'coalesce(b{i}, 0) AS b{i}' for i in range(len(exprs)))}, "
+            f"SELECT {grouping} AS gid, {', '.join(f'coalesce(b{i}, 0) AS b{i}' if i in grouped else f'0 AS b{i}' for i in range(len(exprs)))}, "
             f"count(*) AS n FROM (SELECT {binned} FROM (SELECT {codes} FROM src)) WHERE {good} "
             f"GROUP BY GROUPING SETS ({sets})"
         ).fetchnumpy()

@@ -73,13 +73,14 @@ def geometric_shares(h: int, epsilon: float) -> NDArray[np.float64]:
 def check_height(height: int | None, schema: Schema, name: str) -> None:
     """Refuse a forced tree ``height`` beyond the depth the grid can be split to.
 
-    A binary partition of ``rows x cols`` cells has no cell left to split below depth
-    ``ceil(log2(rows * cols))``; a deeper tree only costs budget (and overflows the node arrays).
+    A partition that halves rows and columns in turn has no cell left to split below depth
+    ``2 ceil(log2(max(rows, cols)))``; a deeper tree only costs budget (and overflows the node
+    arrays).
     """
     if height is None:
         return
     rows, cols = grid_shape(schema)
-    deepest = max(1, math.ceil(math.log2(rows * cols)))
+    deepest = 2 * math.ceil(math.log2(max(rows, cols, 2)))
     if height > deepest:
         raise BudgetError(
             f"{name}: height={height} is deeper than the {rows}x{cols} grid can be split "
