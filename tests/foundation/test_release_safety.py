@@ -18,16 +18,7 @@ from dpcube.errors import DPCubeError, ReleaseError
 from dpcube.histogram import Histogram
 from dpcube.mechanisms.identity import Identity
 from dpcube.privacy.ledger import BudgetLedger
-from dpcube.release.base import (
-    FORMAT_VERSION,
-    MANIFEST,
-    REPORT,
-    TEMP_PREFIX,
-    ReleaseMetadata,
-    check_output_directory,
-    load_release,
-    publication_warning,
-)
+from dpcube.release.base import MANIFEST, REPORT, ReleaseMetadata, load_release
 from dpcube.schema import Schema
 from dpcube.testing.conformance import tiny_histograms
 
@@ -81,10 +72,10 @@ def test_a_file_as_out_and_an_uncreatable_out_are_refused(tmp_path: Path) -> Non
     f = tmp_path / "file"
     f.write_text("x")
     with pytest.raises(ReleaseError, match="is a file, not a directory"):
-        check_output_directory(f)
+        release_base.check_output_directory(f)
     with pytest.raises(ReleaseError, match="cannot be created"):
-        check_output_directory(f / "sub")
-    assert check_output_directory(tmp_path / "new" / "deeper") == set()
+        release_base.check_output_directory(f / "sub")
+    assert release_base.check_output_directory(tmp_path / "new" / "deeper") == set()
     assert not (tmp_path / "new").exists()  # checking writes nothing
 
 
@@ -95,7 +86,7 @@ def test_a_read_only_out_is_refused(tmp_path: Path) -> None:
     d.chmod(0o500)
     try:
         with pytest.raises(ReleaseError, match="not writable"):
-            check_output_directory(d)
+            release_base.check_output_directory(d)
     finally:
         d.chmod(0o700)
 
@@ -115,12 +106,14 @@ def test_leftovers_of_an_interrupted_save_are_removed_by_the_next(
     with pytest.raises(KeyboardInterrupt):
         small_release(1).save(d)
     monkeypatch.undo()
-    assert any(p.name.startswith(TEMP_PREFIX) for p in d.iterdir())  # the pending journal
-    (d / f"{TEMP_PREFIX}stray.parquet").write_bytes(b"half written")
-    check_output_directory(d)  # leftovers are not foreign files
+    assert any(
+        p.name.startswith(release_base.TEMP_PREFIX) for p in d.iterdir()
+    )  # the pending journal
+    (d / f"{release_base.TEMP_PREFIX}stray.parquet").write_bytes(b"half written")
+    release_base.check_output_directory(d)  # leftovers are not foreign files
     small_release(2).save(d)
     names = sorted(p.name for p in d.iterdir())
-    assert not [n for n in names if n.startswith(TEMP_PREFIX)]
+    assert not [n for n in names if n.startswith(release_base.TEMP_PREFIX)]
     assert len([n for n in names if n.endswith(".parquet")]) == 1
     load_release(d)
 
@@ -147,7 +140,7 @@ def edit_manifest(d: Path, **changes: Any) -> None:
 def test_manifest_records_version_and_hashes(tmp_path: Path) -> None:
     d = small_release().save(tmp_path / "rel")
     manifest = json.loads((d / MANIFEST).read_text())
-    assert manifest["format_version"] == FORMAT_VERSION
+    assert manifest["format_version"] == release_base.FORMAT_VERSION
     assert set(manifest["sha256"]) == set(manifest["tables"])
 
 
@@ -199,10 +192,10 @@ def test_publication_warning_names_the_reason() -> None:
     def meta(**kw: Any) -> ReleaseMetadata:
         return ReleaseMetadata("t", {}, 1.0, None, "add_remove", **kw)
 
-    assert publication_warning(meta()) is None
-    seeded = publication_warning(meta(seeded=True))
+    assert release_base.publication_warning(meta()) is None
+    seeded = release_base.publication_warning(meta(seeded=True))
     assert seeded is not None and "NOT FOR PUBLICATION" in seeded and "seeded" in seeded
-    noiseless = publication_warning(meta(noiseless=True))
+    noiseless = release_base.publication_warning(meta(noiseless=True))
     assert noiseless is not None and "noise switched off" in noiseless
 
 
@@ -240,7 +233,18 @@ def test_an_epsilon_too_small_for_the_samplers_costs_nothing(tmp_path: Path, nam
 #: Parameters each mechanism accepts in its constructor but can only reject against the data.
 LATE_BAD_PARAMS: dict[str, dict[str, Any]] = {
     "htf": {"height": 1000},
+    "kdtree": {"height": 1000},
+    "quadtree": {"height": 1000},
 }
+
+
+def test_htf_budget_left_for_the_data_is_checked_before_the_charge(tmp_path: Path) -> None:
+    cls = registry.resolve(registry.MECHANISMS, "htf", "mechanism")
+    _, params, data = case_input(cls)
+    ledger = ledger_at(tmp_path, "htf")
+    with pytest.raises(DPCubeError, match="leaves no data budget"):
+        cls(**{**params, "height": 4, "eps_level": 0.5}).release(data, ledger=ledger)
+    assert ledger.charges() == []
 
 
 @pytest.mark.parametrize("name", sorted(LATE_BAD_PARAMS))

@@ -229,21 +229,28 @@ class Mechanism(ABC):
         """
         return
 
+    def noise_support(self, data: Any) -> float:
+        """An upper bound on the noisy coordinates one neighbour can change (the ``support`` of
+        the snapped samplers): the number of cells of the schema by default; override when the
+        mechanism measures less than the full domain."""
+        schema = getattr(data, "schema", None)
+        if not isinstance(schema, Schema):
+            return 1.0
+        return float(np.prod(schema.shape, dtype=np.float64))
+
     def check_noise_scale(self, data: Any) -> None:
         """Refuse an epsilon so small that the exact samplers cannot represent the noise scale.
 
         For each claim the scale is ``sensitivity / epsilon``, at most ``2**40`` (noise beyond
         that drowns every count, and mechanisms that split epsilon further stay exact); the snapped
         samplers then enlarge
-        it by ``1 + support 2**-24 / epsilon`` (``support`` at most the number of cells) and draw
+        it by ``1 + support 2**-24 / epsilon`` (``support`` from :meth:`noise_support`) and draw
         an integer scale up to ``2**24`` times that, which must stay within int64. Both are
         checked here, before the charge.
         """
         schema = getattr(data, "schema", None)
         claims = self.sensitivity_claims(schema) if isinstance(schema, Schema) else []
-        cells = (
-            float(np.prod(schema.shape, dtype=np.float64)) if isinstance(schema, Schema) else 1.0
-        )
+        cells = self.noise_support(data)
         enlarge = 1.0 + cells * 2.0**-_SNAP_BITS / self.epsilon
         worst = max((c.declared for c in claims), default=1.0) / self.epsilon
         if not (worst <= _MAX_NOISE_SCALE and enlarge * 2.0**_SNAP_BITS < _MAX_SAMPLER_SCALE):

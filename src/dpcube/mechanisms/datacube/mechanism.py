@@ -254,6 +254,10 @@ class DataCube(Mechanism):
         true, report = self._true_counts(data, plan)
         return CountedCuboids(data.schema, true, report)
 
+    def noise_support(self, data: Any) -> float:
+        """One neighbour changes one cell of each measured cuboid (integer noise, no snapping)."""
+        return float(len(self.plan(data.schema).selection.sources))
+
     def _true_counts(
         self, data: Histogram | CubeSource, plan: Plan
     ) -> tuple[dict[int, NDArray[np.int64]], dict[str, Any]]:

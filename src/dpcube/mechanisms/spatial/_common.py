@@ -70,21 +70,19 @@ def geometric_shares(h: int, epsilon: float) -> NDArray[np.float64]:
     return np.asarray(shares)
 
 
-def check_height(height: int | None, schema: Schema, name: str) -> None:
-    """Refuse a forced tree ``height`` beyond the depth the grid can be split to.
+#: Deepest forced tree ``height``: node indices of a binary tree this deep still fit in int64.
+MAX_FORCED_HEIGHT = 62
 
-    A partition that halves rows and columns in turn has no cell left to split below depth
-    ``2 ceil(log2(max(rows, cols)))``; a deeper tree only costs budget (and overflows the node
-    arrays).
+
+def check_height(height: int | None, name: str) -> None:
+    """Refuse a forced tree ``height`` whose node indices overflow int64 (before any charge).
+
+    Nodes below the depth at which the grid's cells are single are childless and safe, so only
+    the index width bounds the height.
     """
-    if height is None:
-        return
-    rows, cols = grid_shape(schema)
-    deepest = 2 * math.ceil(math.log2(max(rows, cols, 2)))
-    if height > deepest:
+    if height is not None and height > MAX_FORCED_HEIGHT:
         raise BudgetError(
-            f"{name}: height={height} is deeper than the {rows}x{cols} grid can be split "
-            f"(at most {deepest}); lower --param height"
+            f"{name}: height={height} is too deep (at most {MAX_FORCED_HEIGHT}); lower --param height"
         )
 
 

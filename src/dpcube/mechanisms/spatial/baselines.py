@@ -153,8 +153,8 @@ class _CountTree(SpatialMechanism):
             )
 
     def validate(self, data: Histogram) -> None:
-        """A forced height must fit the grid (before any charge)."""
-        check_height(self.height, data.schema, self.name)
+        """A forced height must keep node indices in int64 (before any charge)."""
+        check_height(self.height, self.name)
 
     def _spent_on_height(self) -> float:
         return 0.0 if self.height is not None else self.eps_height

@@ -205,8 +205,8 @@ class HTF(SpatialMechanism):
         return h, tree, perturbed, (eps_height, eps_prt, eps_data)
 
     def validate(self, data: Histogram) -> None:
-        """A forced height must fit the grid and leave a data budget (before any charge)."""
-        check_height(self.height, data.schema, self.name)
+        """A forced height must keep node indices in int64 and leave a data budget."""
+        check_height(self.height, self.name)
         if self.height is not None:
             self.budget(self.height)
 
