@@ -266,8 +266,3 @@ def test_unknown_params_are_refused_naming_the_accepted(name: str) -> None:
     with pytest.raises(DPCubeError, match="use --epsilon"):
         cls.check_cli_params({"epsilon": 1})
     cls.check_cli_params({p: None for p in cls.accepted_params()})
-
-
-def test_release_manifest_and_report_files_exist(tmp_path: Path) -> None:
-    d = small_release().save(tmp_path / "rel")
-    assert (d / MANIFEST).exists() and (d / REPORT).exists()
