@@ -18,7 +18,7 @@ from dpcube.errors import DPCubeError, ReleaseError
 from dpcube.histogram import Histogram
 from dpcube.mechanisms.identity import Identity
 from dpcube.privacy.ledger import BudgetLedger
-from dpcube.release.base import MANIFEST, REPORT, ReleaseMetadata, load_release
+from dpcube.release.base import MANIFEST, ReleaseMetadata, load_release
 from dpcube.schema import Schema
 from dpcube.testing.conformance import tiny_histograms
 
@@ -266,3 +266,18 @@ def test_unknown_params_are_refused_naming_the_accepted(name: str) -> None:
     with pytest.raises(DPCubeError, match="use --epsilon"):
         cls.check_cli_params({"epsilon": 1})
     cls.check_cli_params({p: None for p in cls.accepted_params()})
+
+
+def test_a_journal_never_removes_a_file_a_save_did_not_name(tmp_path: Path) -> None:
+    d = tmp_path / "rel"
+    d.mkdir()
+    (d / "people.csv").write_text("data")
+    (d / f"{release_base.TEMP_PREFIX}x.pending").write_text(json.dumps(["people.csv"]))
+    with pytest.raises(ReleaseError, match=r"people\.csv"):
+        small_release().save(d)
+    assert (d / "people.csv").read_text() == "data"
+    (tmp_path / "outside.parquet").write_text("data")
+    (d / "people.csv").unlink()
+    (d / f"{release_base.TEMP_PREFIX}y.pending").write_text(json.dumps(["../outside.parquet"]))
+    small_release().save(d)
+    assert (tmp_path / "outside.parquet").read_text() == "data"

@@ -28,6 +28,7 @@ import datetime as _dt
 import hashlib
 import json
 import os
+import re
 import secrets
 import tempfile
 from abc import ABC, abstractmethod
@@ -237,6 +238,10 @@ def _journal_name(token: str) -> str:
     return f"{TEMP_PREFIX}{token}.pending"
 
 
+#: The file name :meth:`Release.save` gives a table: ``<table>-<12 hex digits>.parquet``.
+_TABLE_FILE = re.compile(r"[A-Za-z0-9_]+-[0-9a-f]{12}\.parquet")
+
+
 def _pending_tables(out: Path) -> set[str]:
     """Table files named by the pending journals of interrupted saves in ``out`` (never committed)."""
     names: set[str] = set()
@@ -246,6 +251,8 @@ def _pending_tables(out: Path) -> set[str]:
         except (OSError, ValueError):
             continue
         for name in listed if isinstance(listed, list) else []:
+            if not (isinstance(name, str) and _TABLE_FILE.fullmatch(name)):
+                continue  # only names a save gives its tables: never a user's file
             try:
                 names.add(_plain_file_name(out, name, "pending table file").name)
             except ReleaseError:
