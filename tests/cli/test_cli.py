@@ -106,7 +106,7 @@ def test_overspending_is_refused_in_one_line(
         str(tmp_path / "r"),
     ]
     assert run(capsys, *args, "--epsilon", "0.6", "--total-epsilon", "1")[0] == 0
-    code, _, err = run(capsys, *args, "--epsilon", "0.6")
+    code, _, err = run(capsys, *args, "--epsilon", "0.6", "--overwrite")
     assert code == 2
     assert err.count("\n") == 1 and "0.4 of 1 left" in err
     assert "Traceback" not in err

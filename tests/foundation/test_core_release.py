@@ -254,7 +254,7 @@ def test_saving_over_an_earlier_release_replaces_it(tmp_path: Path) -> None:
     d = tmp_path / "rel"
     first, second = sample_release(1), sample_release(2)
     first.save(d)
-    second.save(d)
+    second.save(d, overwrite=True)
     loaded = load_release(d)
     assert loaded.metadata.release_id == second.metadata.release_id
     assert len(list(d.glob("*.parquet"))) == 1  # the earlier tables were removed after the switch
@@ -281,7 +281,7 @@ def test_crash_mid_save_leaves_the_earlier_release_intact(
 
     monkeypatch.setattr(release_base, "write_atomic", crash_on_manifest)
     with pytest.raises(Crash):
-        second.save(d)
+        second.save(d, overwrite=True)
     monkeypatch.undo()
     assert len(list(d.glob("*.parquet"))) == 2  # the new tables were written ...
     for name, content in before.items():  # ... but nothing of the earlier release changed
@@ -290,7 +290,7 @@ def test_crash_mid_save_leaves_the_earlier_release_intact(
     assert loaded.metadata.release_id == first.metadata.release_id
     np.testing.assert_array_equal(loaded.answer_many(QUERIES), first.answer_many(QUERIES))
     # A later save completes and cleans up the orphaned tables.
-    second.save(d)
+    second.save(d, overwrite=True)
     assert load_release(d).metadata.release_id == second.metadata.release_id
     assert len(list(d.glob("*.parquet"))) == 1
 
@@ -305,7 +305,7 @@ def test_crash_while_writing_tables(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
     monkeypatch.setattr(release_base.pq, "write_table", crash)
     with pytest.raises(Crash):
-        sample_release(2).save(d)
+        sample_release(2).save(d, overwrite=True)
     monkeypatch.undo()
     assert load_release(d).metadata.release_id == first.metadata.release_id
 
@@ -325,7 +325,7 @@ def test_crash_mid_save_leaves_the_earlier_report(
 
     monkeypatch.setattr(release_base, "write_atomic", crash_on_manifest)
     with pytest.raises(Crash):
-        sample_release(2).save(d)
+        sample_release(2).save(d, overwrite=True)
     assert (d / REPORT).read_text() == report
 
 

@@ -120,11 +120,29 @@ def _ledger(args: argparse.Namespace) -> Any:
 
 
 def cmd_release(args: argparse.Namespace) -> int:
+    """Validate everything (output directory, parameters, data, plan), then charge, then release.
+
+    Nothing that can be checked without the noise is checked after the ledger is charged.
+    """
+    from dpcube.errors import DataError
+    from dpcube.release.base import check_output_directory
     from dpcube.schema import Schema
 
     cls = registry.resolve(registry.MECHANISMS, args.mechanism, "mechanism")
+    check_output_directory(args.out, args.overwrite)
     schema = Schema.from_file(args.schema) if args.schema else None
-    mechanism = cls.from_cli(args, coerce_params(cls, parse_params(args.param)))
+    params = parse_params(args.param)
+    cls.check_cli_params(params)
+    params = coerce_params(cls, params)
+    try:
+        mechanism = cls.from_cli(args, params)
+    except (TypeError, ValueError) as exc:
+        accepted = ", ".join(cls.accepted_params()) or "none"
+        raise DataError(
+            f"--param: {args.mechanism} refused its parameters ({exc}); accepted: {accepted}"
+        ) from None
+    with progress.step("counting the data"):
+        data = cls.cli_data(args, schema)
     ledger = _ledger(args)
     if args.total_epsilon is not None:
         if not ledger.has_total():
@@ -135,11 +153,9 @@ def cmd_release(args: argparse.Namespace) -> int:
                 "`dpcube budget DATA --set-total EPSILON`"
             )
     ledger.total()
-    with progress.step("counting the data"):
-        data = cls.cli_data(args, schema)
     with progress.step(f"releasing with {args.mechanism}"):
         release = mechanism.release(data, random_state=args.seed, ledger=ledger)
-    out = release.save(args.out)
+    out = release.save(args.out, overwrite=args.overwrite)
     left = ledger.remaining()
     print(f"released {args.data} with {args.mechanism} (epsilon={args.epsilon}) to {out}")
     print(
@@ -155,9 +171,12 @@ def cmd_release(args: argparse.Namespace) -> int:
 
 
 def cmd_query(args: argparse.Namespace) -> int:
-    from dpcube.release.base import load_release
+    from dpcube.release.base import load_release, publication_warning
 
     release = load_release(args.release)
+    warning = publication_warning(release.metadata)
+    if warning:
+        print(warning, file=sys.stderr)
     query = parse_where(args.where)
     answer = release.answer(query)
     stddev = release.stddev(query)
@@ -249,7 +268,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--param", action="append", default=[], metavar="KEY=VALUE", help="mechanism parameter"
     )
-    p.add_argument("--out", required=True, help="release directory")
+    p.add_argument(
+        "--out", required=True, help="release directory (new, empty, or an earlier release)"
+    )
+    p.add_argument(
+        "--overwrite", action="store_true", help="replace the earlier dpcube release in --out"
+    )
     p.add_argument(
         "--seed", type=int, default=None, help="seed the noise (the release is NOT for publication)"
     )

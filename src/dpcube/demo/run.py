@@ -56,7 +56,8 @@ def run_demo(rows: int, out: Path, epsilon: float, seed: int) -> int:
     mechanism = Identity(epsilon=epsilon)
     with progress.step("releasing with Identity (discrete Laplace)"):
         release = mechanism.release(hist, ledger=ledger)
-    release_dir = release.save(out / "release")
+    # The demo owns out/release: a rerun replaces its earlier release (and nothing else).
+    release_dir = release.save(out / "release", overwrite=True)
 
     queries = [q for _, q in EXAMPLE_QUERIES]
     boxes = release.boxes(queries)

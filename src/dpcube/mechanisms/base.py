@@ -10,8 +10,16 @@ Each mechanism declares, as code rather than a comment (as in OpenDP):
   the norm and the sensitivity it calibrates the noise to. The conformance suite
   (:mod:`dpcube.testing.conformance`) checks each claim by brute force on tiny domains.
 
-:meth:`Mechanism.release` is a template: it validates the input, charges the ledger exactly once
-(before any noise is drawn), then calls the subclass's :meth:`Mechanism._release`.
+:meth:`Mechanism.release` is a template of four steps, in this order:
+
+1. :meth:`Mechanism.prepare` checks and converts the input; all counting of the data happens here
+   (or before, in :func:`dpcube.histogram`), never after the charge;
+2. :meth:`Mechanism.check_noise_scale` refuses an epsilon so small that the noise scale cannot be
+   represented by the exact samplers, then :meth:`Mechanism.validate` runs every other check that
+   does not depend on the noise (parameters against the data, plan, domain and memory size);
+3. the ledger is charged exactly once;
+4. :meth:`Mechanism._release` draws the noise and builds the release (and nothing else may fail
+   there for a reason the earlier steps could have seen).
 """
 
 from __future__ import annotations
@@ -33,6 +41,16 @@ from dpcube.privacy.neighbours import Neighbour
 from dpcube.privacy.random import RandomSource, resolve_random_state
 from dpcube.release.base import Release, ReleaseMetadata
 from dpcube.schema import Schema
+
+#: Constructor arguments set by their own ``dpcube release`` flags, never by ``--param``.
+_PRIVACY_FLAGS = ("epsilon", "delta", "neighbour")
+#: Largest integer noise scale the exact samplers draw (their integer arithmetic is int64).
+_MAX_SAMPLER_SCALE = 2.0**62
+#: Largest noise scale (sensitivity / epsilon) a release may ask for: 2**40 (about 1.1e12) is far
+#: beyond any count (it would drown them all) and keeps every sampler in exact integer arithmetic.
+_MAX_NOISE_SCALE = 2.0**40
+#: Grid bits of the snapped samplers (:func:`dpcube.privacy.samplers.snapped_laplace`).
+_SNAP_BITS = 24
 
 
 @dataclass(frozen=True)
@@ -95,6 +113,34 @@ class Mechanism(ABC):
     def from_cli(cls, args: argparse.Namespace, params: dict[str, Any]) -> Mechanism:
         """Build the mechanism from ``dpcube release`` arguments and ``--param key=value`` pairs."""
         return cls(epsilon=args.epsilon, delta=args.delta, neighbour=args.neighbour, **params)
+
+    @classmethod
+    def accepted_params(cls) -> list[str]:
+        """Names ``--param`` accepts: the constructor's arguments besides the privacy flags."""
+        names: list[str] = []
+        for klass in cls.__mro__:
+            init = klass.__dict__.get("__init__")
+            if init is None or klass is object:
+                continue
+            params = inspect.signature(init).parameters.values()
+            for p in params:
+                if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                    continue
+                if p.name not in (*_PRIVACY_FLAGS, *names):
+                    names.append(p.name)
+            if not any(p.kind == p.VAR_KEYWORD for p in params):
+                break
+        return names
+
+    @classmethod
+    def check_cli_params(cls, params: dict[str, Any]) -> None:
+        """Refuse an unknown ``--param`` name, with the names this mechanism accepts."""
+        accepted = cls.accepted_params()
+        for key in params:
+            if key not in accepted:
+                flag = f"--{key.replace('_', '-')}" if key in _PRIVACY_FLAGS else None
+                hint = f"use {flag}" if flag else "accepted: " + (", ".join(accepted) or "none")
+                raise DataError(f"--param {key}: {cls.name} has no such parameter ({hint})")
 
     @classmethod
     def cli_data(cls, args: argparse.Namespace, schema: Schema | None) -> Any:
@@ -166,11 +212,58 @@ class Mechanism(ABC):
         schema = getattr(prepared, "schema", None)
         if isinstance(schema, Schema):
             metadata.sensitivity = {c.name: c.declared for c in self.sensitivity_claims(schema)}
+        self.check_noise_scale(prepared)
+        self.validate(prepared)
+        # -- the one charge: everything above is checked; only the noise and the build follow ---
         if ledger is not None:
             ledger.charge(
                 self.epsilon, self.delta, mechanism=self.name, release_id=metadata.release_id
             )
         return self._release(prepared, source, metadata)
+
+    def validate(self, data: Any) -> None:
+        """Every check of the prepared input that does not depend on the noise (a hook).
+
+        Runs before the ledger is charged. Override to check parameters against the data, build
+        and check the plan, and bound the memory a release needs; raise a :class:`DPCubeError`.
+        """
+        return
+
+    def noise_support(self, data: Any) -> float:
+        """An upper bound on the noisy coordinates one neighbour can change (the ``support`` of
+        the snapped samplers): the number of cells of the schema by default; override when the
+        mechanism measures less than the full domain."""
+        schema = getattr(data, "schema", None)
+        if not isinstance(schema, Schema):
+            return 1.0
+        return float(np.prod(schema.shape, dtype=np.float64))
+
+    def check_noise_scale(self, data: Any) -> None:
+        """Refuse an epsilon so small that the exact samplers cannot represent the noise scale.
+
+        For each claim the scale is ``sensitivity / epsilon``, at most ``2**40`` (noise beyond
+        that drowns every count, and mechanisms that split epsilon further stay exact); the snapped
+        samplers then enlarge
+        it by ``1 + support 2**-24 / epsilon`` (``support`` from :meth:`noise_support`) and draw
+        an integer scale up to ``2**24`` times that, which must stay within int64. Both are
+        checked here, before the charge.
+        """
+        schema = getattr(data, "schema", None)
+        claims = self.sensitivity_claims(schema) if isinstance(schema, Schema) else []
+        cells = self.noise_support(data)
+        enlarge = 1.0 + cells * 2.0**-_SNAP_BITS / self.epsilon
+        worst = max((c.declared for c in claims), default=1.0) / self.epsilon
+        if not (worst <= _MAX_NOISE_SCALE and enlarge * 2.0**_SNAP_BITS < _MAX_SAMPLER_SCALE):
+            declared = max((c.declared for c in claims), default=1.0)
+            least = max(
+                declared / _MAX_NOISE_SCALE,
+                cells * 2.0**-_SNAP_BITS / (_MAX_SAMPLER_SCALE / 2.0**_SNAP_BITS - 1),
+            )
+            raise BudgetError(
+                f"epsilon={self.epsilon:g} is too small: the noise scale cannot be represented by "
+                f"the exact samplers; use epsilon >= {least:.3g} (such noise would drown every "
+                "count anyway)"
+            )
 
     @abstractmethod
     def _release(self, data: Any, source: RandomSource, metadata: ReleaseMetadata) -> Release:

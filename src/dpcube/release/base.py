@@ -9,18 +9,26 @@ On disk a release is a directory::
     <table>-<token>.parquet        the noisy tables
     report.md                      a short human-readable report (derived from the manifest)
 
-:meth:`Release.save` is atomic: the tables go to new file names, then the manifest is replaced in
-one ``os.replace`` (the commit point); then the report is written and the files of any earlier
-release in the directory are removed. A crash at any point leaves either the earlier release or
-the new one, whole (a crash right after the commit can leave the earlier report beside it; the
-report names its release id).
+:meth:`Release.save` never destroys what it did not write (:func:`check_output_directory`): it
+writes into a new or empty directory, or replaces an earlier dpcube release there (only with
+``overwrite=True``), removing only the files that release's manifest lists. Any other file in the
+directory is an error before anything is written. Saving is atomic: the tables are written under
+temporary names (``.dpcube-tmp-*``, listed first in a pending journal), renamed to new file names,
+then the manifest is replaced in one ``os.replace`` (the commit point); then the report is written
+and the earlier release's tables are removed. A crash at any point leaves either the earlier
+release or the new one, whole; the next save removes the leftovers its journal names.
+
+The manifest records the format version and a SHA-256 of every table; :func:`load_release`
+refuses an unknown format version, a table outside the directory and a table whose hash differs.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import json
 import os
+import re
 import secrets
 import tempfile
 from abc import ABC, abstractmethod
@@ -40,7 +48,10 @@ from dpcube.schema import Box, Schema
 
 MANIFEST = "manifest.json"
 REPORT = "report.md"
-FORMAT_VERSION = 1
+#: Format 2 added the per-table SHA-256 (format 1 is refused: it cannot be verified).
+FORMAT_VERSION = 2
+#: Prefix of every temporary file a save writes; the next save into the directory removes them.
+TEMP_PREFIX = ".dpcube-tmp-"
 
 
 def _library_version() -> str:
@@ -99,18 +110,168 @@ def _jsonable(x: Any) -> Any:
     return x
 
 
+def _umask() -> int:
+    """The process umask (read by setting and restoring it)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same directory and a rename."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    """Write ``data`` to ``path`` through a temporary file in the same directory and a rename.
+
+    The file gets the permissions a plain ``open`` would give (``0o666`` less the umask), not the
+    ``0o600`` of :func:`tempfile.mkstemp`; the temporary name starts with :data:`TEMP_PREFIX`.
+    """
+    fd, tmp = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
+            os.fchmod(f.fileno(), 0o666 & ~_umask())
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _plain_file_name(directory: Path, name: Any, what: str) -> Path:
+    """``directory / name`` for a bare file name that stays inside ``directory``; else an error."""
+    bad = (
+        not isinstance(name, str)
+        or not name
+        or name in (".", "..")
+        or "/" in name
+        or "\\" in name
+        or os.path.isabs(name)
+    )
+    if bad:
+        raise ReleaseError(
+            f"{str(directory / MANIFEST)!r}: {what} {name!r} is not a plain file name inside the "
+            "release directory (refusing to read or remove it)"
+        )
+    path = directory / name
+    if path.resolve().parent != directory.resolve():
+        raise ReleaseError(
+            f"{str(directory / MANIFEST)!r}: {what} {name!r} resolves outside the release directory"
+        )
+    return path
+
+
+def _read_manifest(directory: Path) -> dict[str, Any]:
+    """The parsed manifest of the release in ``directory`` (errors name the file)."""
+    path = directory / MANIFEST
+    try:
+        manifest = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ReleaseError(f"{str(directory)!r} is not a dpcube release (no {MANIFEST})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ReleaseError(f"{str(path)!r} is not valid JSON: {exc}") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != "dpcube-release":
+        raise ReleaseError(f"{str(path)!r} is not a dpcube release manifest")
+    if not isinstance(manifest.get("tables"), dict):
+        raise ReleaseError(f"{str(path)!r}: 'tables' must map table names to file names")
+    return manifest
+
+
+def _owned_files(directory: Path, manifest: Mapping[str, Any]) -> set[str]:
+    """Names of the files the release described by ``manifest`` owns in ``directory``."""
+    tables = {
+        _plain_file_name(directory, f, "table file").name for f in manifest["tables"].values()
+    }
+    return tables | {MANIFEST, REPORT}
+
+
+def check_output_directory(directory: str | os.PathLike[str], overwrite: bool = False) -> set[str]:
+    """Refuse an output directory a release may not be saved into; return what saving may replace.
+
+    Acceptable: a directory that does not exist yet but can be created, an empty directory, or one
+    holding an earlier dpcube release (recognised by its manifest) and nothing else, which needs
+    ``overwrite=True``. Leftover temporary files of an interrupted save (:data:`TEMP_PREFIX`) are
+    ignored. Returns the names of the earlier release's files (empty when there is none). Pure:
+    reads the file system, writes nothing. ``dpcube release`` calls it before charging the budget.
+    """
+    out = Path(directory)
+    if out.exists() and not out.is_dir():
+        raise ReleaseError(f"--out {str(out)!r} is a file, not a directory; choose a new directory")
+    if not out.exists():
+        parent = out.parent
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+        if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+            raise ReleaseError(
+                f"--out {str(out)!r} cannot be created ({str(parent)!r} is not a writable "
+                "directory); choose another directory"
+            )
+        return set()
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise ReleaseError(f"--out {str(out)!r} is not writable; choose another directory")
+    entries = sorted(p.name for p in out.iterdir() if not p.name.startswith(TEMP_PREFIX))
+    owned: set[str] = set()
+    if MANIFEST in entries:
+        try:
+            manifest = _read_manifest(out)
+        except ReleaseError as exc:
+            raise ReleaseError(
+                f"--out {str(out)!r} holds a {MANIFEST} that is not a dpcube release ({exc}); "
+                "choose a new or empty directory"
+            ) from None
+        owned = _owned_files(out, manifest)
+        if not overwrite:
+            raise ReleaseError(
+                f"--out {str(out)!r} already holds a dpcube release; pass --overwrite "
+                "(overwrite=True) to replace it, or choose a new directory"
+            )
+    leftovers = _pending_tables(out)
+    foreign = [name for name in entries if name not in owned and name not in leftovers]
+    if foreign:
+        raise ReleaseError(
+            f"--out {str(out)!r} holds files that are not a dpcube release ({foreign[0]!r}"
+            + (f" and {len(foreign) - 1} more" if len(foreign) > 1 else "")
+            + "); choose a new or empty directory"
+        )
+    return owned
+
+
+def _journal_name(token: str) -> str:
+    return f"{TEMP_PREFIX}{token}.pending"
+
+
+#: The file name :meth:`Release.save` gives a table: ``<table>-<12 hex digits>.parquet``.
+_TABLE_FILE = re.compile(r"[A-Za-z0-9_]+-[0-9a-f]{12}\.parquet")
+
+
+def _pending_tables(out: Path) -> set[str]:
+    """Table files named by the pending journals of interrupted saves in ``out`` (never committed)."""
+    names: set[str] = set()
+    for journal in out.glob(f"{TEMP_PREFIX}*.pending"):
+        try:
+            listed = json.loads(journal.read_text())
+        except (OSError, ValueError):
+            continue
+        for name in listed if isinstance(listed, list) else []:
+            if not (isinstance(name, str) and _TABLE_FILE.fullmatch(name)):
+                continue  # only names a save gives its tables: never a user's file
+            try:
+                names.add(_plain_file_name(out, name, "pending table file").name)
+            except ReleaseError:
+                continue
+    return names
+
+
+def _remove_leftovers(out: Path, keep: set[str]) -> None:
+    """Remove what interrupted saves left in ``out``: their temporary files and the table files
+    their pending journals list (except names in ``keep``, the committed release's)."""
+    for name in _pending_tables(out) - keep:
+        (out / name).unlink(missing_ok=True)
+    for entry in out.iterdir():
+        if entry.name.startswith(TEMP_PREFIX) and entry.is_file():
+            entry.unlink(missing_ok=True)
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 class Release(ABC):
@@ -194,18 +355,30 @@ class Release(ABC):
             lines.append(f"- {key}: {json.dumps(_jsonable(value))}")
         return lines
 
-    def save(self, directory: str | os.PathLike[str]) -> Path:
-        """Write the release to ``directory`` atomically (see the module docstring)."""
+    def save(self, directory: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
+        """Write the release to ``directory`` atomically (see the module docstring).
+
+        ``directory`` must be new, empty, or hold an earlier dpcube release (replaced only with
+        ``overwrite=True``): see :func:`check_output_directory`.
+        """
         out = Path(directory)
+        earlier = check_output_directory(out, overwrite)
         out.mkdir(parents=True, exist_ok=True)
+        _remove_leftovers(out, keep=earlier)
         token = secrets.token_hex(6)
-        files: dict[str, str] = {}
-        for name, table in self.tables().items():
-            fname = f"{name}-{token}.parquet"
-            tmp = out / f".{fname}.tmp"
-            pq.write_table(table, tmp)
-            os.replace(tmp, out / fname)
-            files[name] = fname
+        tables = self.tables()
+        files = {name: f"{name}-{token}.parquet" for name in tables}
+        for fname in files.values():
+            _plain_file_name(out, fname, "table file")
+        journal = out / _journal_name(token)
+        write_atomic(journal, json.dumps(sorted(files.values())).encode())
+        hashes: dict[str, str] = {}
+        for name, table in tables.items():
+            sink = pa.BufferOutputStream()
+            pq.write_table(table, sink)
+            data = sink.getvalue().to_pybytes()
+            hashes[name] = _sha256(data)
+            write_atomic(out / files[name], data)
         manifest = {
             "format": "dpcube-release",
             "format_version": FORMAT_VERSION,
@@ -213,34 +386,69 @@ class Release(ABC):
             "schema": self.schema.to_dict() if self.schema is not None else None,
             "metadata": self.metadata.to_dict(),
             "tables": files,
+            "sha256": hashes,
             "state": self.state(),
         }
         write_atomic(out / MANIFEST, json.dumps(_jsonable(manifest), indent=2).encode())
+        journal.unlink(missing_ok=True)
         write_atomic(out / REPORT, ("\n".join(self.report_lines()) + "\n").encode())
-        keep = set(files.values()) | {MANIFEST, REPORT}
-        for stale in out.glob("*.parquet"):
-            if stale.name not in keep:
-                stale.unlink(missing_ok=True)
+        for stale in earlier - set(files.values()) - {MANIFEST, REPORT}:
+            (out / stale).unlink(missing_ok=True)
         return out
 
 
+def publication_warning(metadata: ReleaseMetadata) -> str | None:
+    """One line saying why a release is NOT FOR PUBLICATION, or None when it may be published.
+
+    Every reason a release is not for publication is one entry of ``reasons`` below.
+    """
+    if metadata.for_publication:
+        return None
+    reasons = [
+        ("noise switched off", metadata.noiseless),
+        ("seeded randomness: the noise is reproducible", metadata.seeded),
+        ("budget not accounted", getattr(metadata, "accounted", True) is False),
+    ]
+    why = "; ".join(text for text, applies in reasons if applies) or "see its manifest"
+    return f"warning: this release is NOT FOR PUBLICATION ({why})"
+
+
 def load_release(directory: str | os.PathLike[str]) -> Release:
-    """Read a release written by :meth:`Release.save`."""
+    """Read and verify a release written by :meth:`Release.save`.
+
+    Refuses a manifest of another format version, a table file that is not a plain name inside
+    the directory, and a table whose SHA-256 differs from the one the manifest records.
+    """
     d = Path(directory)
-    try:
-        manifest = json.loads((d / MANIFEST).read_text())
-    except FileNotFoundError:
-        raise ReleaseError(f"{str(d)!r} is not a dpcube release (no {MANIFEST})") from None
-    except json.JSONDecodeError as exc:
-        raise ReleaseError(f"{str(d / MANIFEST)!r} is not valid JSON: {exc}") from None
-    if manifest.get("format") != "dpcube-release":
-        raise ReleaseError(f"{str(d / MANIFEST)!r} is not a dpcube release manifest")
+    manifest = _read_manifest(d)
+    where = str(d / MANIFEST)
+    version = manifest.get("format_version")
+    if version != FORMAT_VERSION:
+        raise ReleaseError(
+            f"{where!r} has format_version {version!r}; this dpcube {_library_version()} reads "
+            f"version {FORMAT_VERSION} only (re-run the release with this version)"
+        )
     try:
         cls = registry.resolve(registry.RELEASE_KINDS, manifest["kind"], "release kind")
     except KeyError as exc:
         raise ReleaseError(str(exc.args[0])) from None
+    hashes = manifest.get("sha256")
+    if not isinstance(hashes, dict):
+        raise ReleaseError(f"{where!r} records no 'sha256' of its tables")
+    tables: dict[str, pa.Table] = {}
+    for name, fname in manifest["tables"].items():
+        path = _plain_file_name(d, fname, "table file")
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise ReleaseError(f"table file {str(path)!r} cannot be read: {exc.strerror}") from None
+        if hashes.get(name) != _sha256(data):
+            raise ReleaseError(
+                f"table file {str(path)!r} does not match the SHA-256 in {where!r}: it was "
+                "modified or corrupted; do not use this release"
+            )
+        tables[name] = pq.read_table(pa.BufferReader(data))
     schema = Schema.from_dict(manifest["schema"]) if manifest.get("schema") else None
-    tables = {name: pq.read_table(d / fname) for name, fname in manifest["tables"].items()}
     metadata = ReleaseMetadata.from_dict(manifest["metadata"])
     release: Release = cls.restore(schema, metadata, tables, manifest.get("state", {}))
     return release
@@ -251,4 +459,13 @@ def box_sizes(boxes: NDArray[np.int64]) -> NDArray[np.int64]:
     return np.prod(boxes[:, :, 1] - boxes[:, :, 0] + 1, axis=1)
 
 
-__all__ = ["Box", "Release", "ReleaseMetadata", "box_sizes", "load_release", "write_atomic"]
+__all__ = [
+    "Box",
+    "Release",
+    "ReleaseMetadata",
+    "box_sizes",
+    "check_output_directory",
+    "load_release",
+    "publication_warning",
+    "write_atomic",
+]

@@ -92,6 +92,10 @@ def units_table(
     return GroupSizeTable(h, h.aggregate(leaf), top_coded=True)
 
 
+#: Largest half-width of the dp solver's window (its tables hold about 2 w + 1 entries a node).
+_MAX_WINDOW = 10**7
+
+
 class CensusHierarchy(Mechanism):
     """Group-size counts for every region of a hierarchy, integer, consistent and faithful.
 
@@ -123,6 +127,10 @@ class CensusHierarchy(Mechanism):
         self.noise_mode = P.check_noise_mode(noise_mode)
         if noise_mode != "private_postprocessed" and method != "cdp":
             raise BudgetError(f"noise_mode={noise_mode!r} applies to method='cdp' only")
+        if half_width is not None and (
+            isinstance(half_width, bool) or not isinstance(half_width, int) or half_width < 1
+        ):
+            raise BudgetError(f"half_width must be a positive integer, got {half_width!r}")
         self.half_width = half_width
         self.domain_c = float(domain_c)
         self.qp_time_limit = float(qp_time_limit)
@@ -311,6 +319,20 @@ class CensusHierarchy(Mechanism):
                 "noise_mode='as_published' is not epsilon-DP (spec 2.8) and cannot be charged to a ledger"
             )
         return super().release(data, random_state, ledger=ledger)
+
+    def validate(self, data: GroupSizeTable) -> None:
+        """The dp solver's window must fit in memory (it grows as 1/epsilon): checked before the
+        charge."""
+        if self.method != "dp":
+            return
+        h, k = data.hierarchy, data.max_size
+        alpha = math.exp(-self.epsilon / (h.levels * P.vector_sensitivity(self.neighbour)))
+        window = self._window(alpha, h.size * k) if alpha < 1 else _MAX_WINDOW + 1
+        if window > _MAX_WINDOW:
+            raise BudgetError(
+                f"census-hierarchy: epsilon={self.epsilon:g} needs a dp window of {window} counts "
+                f"(at most {_MAX_WINDOW} fit in memory); raise epsilon or use method='cdp'"
+            )
 
     def _window(self, alpha: float, nodes: int) -> int:
         if self.half_width is not None:

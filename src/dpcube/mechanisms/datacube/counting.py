@@ -109,10 +109,12 @@ def counts_from_source(
             "(" + ", ".join(f"b{i}" for i in geo.schema_axes(mask)) + ")"
             for mask in sorted(set(masks))
         )
-        all_b = ", ".join(f"b{i}" for i in range(len(exprs)))
+        # GROUPING() accepts only columns of some grouping set: the axes a measured cuboid keeps.
+        grouped = sorted({i for mask in set(masks) for i in geo.schema_axes(mask)})
+        grouping = f"GROUPING({', '.join(f'b{i}' for i in grouped)})" if grouped else "0"
         good = " AND ".join(f"b{i} >= 0" for i in range(len(exprs)))
         result = view.sql(
-            f"SELECT GROUPING({all_b}) AS gid, {', '.join(f'coalesce(b{i}, 0) AS b{i}' for i in range(len(exprs)))}, "
+            f"SELECT {grouping} AS gid, {', '.join(f'coalesce(b{i}, 0) AS b{i}' if i in grouped else f'0 AS b{i}' for i in range(len(exprs)))}, "
             f"count(*) AS n FROM (SELECT {binned} FROM (SELECT {codes} FROM src)) WHERE {good} "
             f"GROUP BY GROUPING SETS ({sets})"
         ).fetchnumpy()
@@ -125,11 +127,11 @@ def counts_from_source(
         [np.asarray(result[f"b{i}"], dtype=np.int64) for i in range(len(exprs))], axis=1
     )
     n = np.asarray(result["n"], dtype=np.int64)
-    width = len(exprs)
+    width = len(grouped)
     out: dict[int, NDArray[np.int64]] = {}
     for mask in sorted(set(masks)):
         axes = geo.schema_axes(mask)
-        aggregated = sum(1 << (width - 1 - i) for i in range(width) if i not in axes)
+        aggregated = sum(1 << (width - 1 - j) for j, i in enumerate(grouped) if i not in axes)
         hit = gid == aggregated
         cuboid = np.zeros(lat.cells(mask), dtype=np.int64)
         if axes:

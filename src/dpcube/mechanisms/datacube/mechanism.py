@@ -73,6 +73,16 @@ class CubeSource:
 
 
 @dataclass(frozen=True)
+class CountedCuboids:
+    """The exact counts of the measured cuboids, taken by :meth:`DataCube.prepare` (before any
+    charge); only :meth:`DataCube._release` reads them, to add the noise."""
+
+    schema: Schema
+    counts: dict[int, NDArray[np.int64]]
+    report: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class Plan:
     """What a DataCube measures for a schema: independent of the data and of epsilon."""
 
@@ -231,15 +241,22 @@ class DataCube(Mechanism):
         ]
 
     # -- input ---------------------------------------------------------------------------------
-    def prepare(self, data: Any) -> Histogram | CubeSource:
-        if isinstance(data, Histogram | CubeSource):
-            return data
+    def prepare(self, data: Any) -> CountedCuboids:
+        """Plan for the data's schema and count the measured cuboids (all before the charge)."""
         if isinstance(data, tuple) and len(data) == 2 and isinstance(data[1], Schema):
-            return CubeSource(data[0], data[1])
-        raise DataError(
-            "DataCube.release needs a dpcube.Histogram, a CubeSource(source, schema) or a tuple "
-            "(source, schema) of a DuckDB-readable source and its schema"
-        )
+            data = CubeSource(data[0], data[1])
+        if not isinstance(data, Histogram | CubeSource):
+            raise DataError(
+                "DataCube.release needs a dpcube.Histogram, a CubeSource(source, schema) or a tuple "
+                "(source, schema) of a DuckDB-readable source and its schema"
+            )
+        plan = self.plan(data.schema)
+        true, report = self._true_counts(data, plan)
+        return CountedCuboids(data.schema, true, report)
+
+    def noise_support(self, data: Any) -> float:
+        """One neighbour changes one cell of each measured cuboid (integer noise, no snapping)."""
+        return float(len(self.plan(data.schema).selection.sources))
 
     def _true_counts(
         self, data: Histogram | CubeSource, plan: Plan
@@ -251,12 +268,11 @@ class DataCube(Mechanism):
 
     # -- releasing -----------------------------------------------------------------------------
     def _release(
-        self, data: Histogram | CubeSource, source: RandomSource, metadata: ReleaseMetadata
+        self, data: CountedCuboids, source: RandomSource, metadata: ReleaseMetadata
     ) -> CuboidRelease:
         plan = self.plan(data.schema)
         sel = plan.selection
-        true, report = self._true_counts(data, plan)
-        metadata.report.update(report)
+        true = data.counts
         noisy, variances, scales = measure(true, sel, self.epsilon, self.unit, self.budget, source)
         est = estimate(
             plan.geometry.lattice,

@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcube.errors import DataError, SchemaError
+from dpcube.errors import BudgetError, DataError, SchemaError
 from dpcube.histogram import Histogram
 from dpcube.mechanisms.base import Mechanism, SensitivityClaim
 from dpcube.privacy.neighbours import Neighbour
@@ -68,6 +68,22 @@ def geometric_shares(h: int, epsilon: float) -> NDArray[np.float64]:
     c = 2.0 ** (1.0 / 3.0)
     shares = 2.0 ** ((h - i) / 3.0) * epsilon * (c - 1.0) / (2.0 ** ((h + 1) / 3.0) - 1.0)
     return np.asarray(shares)
+
+
+#: Deepest forced tree ``height``: node indices of a binary tree this deep still fit in int64.
+MAX_FORCED_HEIGHT = 62
+
+
+def check_height(height: int | None, name: str) -> None:
+    """Refuse a forced tree ``height`` whose node indices overflow int64 (before any charge).
+
+    Nodes below the depth at which the grid's cells are single are childless and safe, so only
+    the index width bounds the height.
+    """
+    if height is not None and height > MAX_FORCED_HEIGHT:
+        raise BudgetError(
+            f"{name}: height={height} is too deep (at most {MAX_FORCED_HEIGHT}); lower --param height"
+        )
 
 
 def tree_height(noisy_total: float, epsilon: float, c0: float = 10.0) -> int:

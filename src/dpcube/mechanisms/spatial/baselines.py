@@ -28,6 +28,7 @@ from dpcube.mechanisms.spatial._common import (
     ROW,
     SPATIAL_CASE_QUERIES,
     SpatialMechanism,
+    check_height,
     geometric_shares,
     grid_shape,
     noisy_count,
@@ -150,6 +151,10 @@ class _CountTree(SpatialMechanism):
             raise BudgetError(
                 f"eps_height must be in (0, epsilon={self.epsilon}), got {eps_height}"
             )
+
+    def validate(self, data: Histogram) -> None:
+        """A forced height must keep node indices in int64 (before any charge)."""
+        check_height(self.height, self.name)
 
     def _spent_on_height(self) -> float:
         return 0.0 if self.height is not None else self.eps_height
@@ -475,6 +480,8 @@ class AdaptiveGrid(SpatialMechanism):
         if not 0 < float(alpha) < 1:
             raise BudgetError(f"alpha must be in (0, 1), got {alpha}")
         self.alpha, self.c, self.c2 = float(alpha), float(c), float(c2)
+        if not (self.c > 0 and self.c2 > 0):
+            raise BudgetError(f"c and c2 must be positive, got c={c}, c2={c2}")
         self.eps_height = float(eps_height)
         if not 0 < self.eps_height < self.epsilon:
             raise BudgetError(

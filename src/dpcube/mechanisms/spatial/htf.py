@@ -30,6 +30,7 @@ from dpcube.mechanisms.spatial._common import (
     ROW,
     SPATIAL_CASE_QUERIES,
     SpatialMechanism,
+    check_height,
     geometric_shares,
     grid_shape,
     noisy_count,
@@ -202,6 +203,12 @@ class HTF(SpatialMechanism):
             self.extent_first,
         )
         return h, tree, perturbed, (eps_height, eps_prt, eps_data)
+
+    def validate(self, data: Histogram) -> None:
+        """A forced height must keep node indices in int64 and leave a data budget."""
+        check_height(self.height, self.name)
+        if self.height is not None:
+            self.budget(self.height)
 
     def _release(
         self, data: Histogram, source: RandomSource, metadata: ReleaseMetadata

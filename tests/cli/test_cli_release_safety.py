@@ -1,0 +1,145 @@
+"""``dpcube release`` checks everything before it charges; ``dpcube query`` warns on releases that
+are not for publication (issue #11 parts 2, 3 and 5)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from dpcube.cli.main import main
+
+SCHEMA = {
+    "attributes": [
+        {"name": "age", "kind": "ordinal", "range": [0, 9], "width": 1},
+        {"name": "sex", "kind": "nominal", "categories": ["F", "M"]},
+        {"name": "job", "kind": "nominal", "hierarchy": {"Prof": ["Eng", "Doc"], "Svc": ["Cook"]}},
+    ]
+}
+
+
+@pytest.fixture
+def dataset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    monkeypatch.setenv("DPCUBE_HOME", str(tmp_path / "home"))
+    folder = tmp_path / "data"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    n = 300
+    pd.DataFrame(
+        {
+            "age": rng.integers(0, 10, n),
+            "sex": rng.choice(["F", "M"], n),
+            "job": rng.choice(["Eng", "Doc", "Cook"], n),
+        }
+    ).to_csv(folder / "people.csv", index=False)
+    schema = folder / "schema.yaml"
+    schema.write_text(yaml.safe_dump(SCHEMA))
+    return folder / "people.csv", schema
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def release(data: Path, schema: Path, out: Path, *extra: str) -> list[str]:
+    return [
+        "release",
+        str(data),
+        "--schema",
+        str(schema),
+        "--mechanism",
+        "identity",
+        "--epsilon",
+        "0.5",
+        "--total-epsilon",
+        "2",
+        "--out",
+        str(out),
+        *extra,
+    ]
+
+
+def spent(capsys: pytest.CaptureFixture[str], data: Path) -> float:
+    """Epsilon charged to ``data`` (0 when a refused release never even set its total)."""
+    code, text, err = run(capsys, "budget", str(data), "--json")
+    if code == 2 and "no total budget is set" in err:
+        return 0.0
+    assert code == 0, err
+    return float(json.loads(text)["spent"]["epsilon"])
+
+
+def test_out_at_the_data_folder_deletes_nothing_and_charges_nothing(
+    dataset: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    data, schema = dataset
+    (data.parent / "old.parquet").write_bytes(b"unrelated")
+    before = {p.name: p.read_bytes() for p in data.parent.iterdir()}
+    code, _, err = run(capsys, *release(data, schema, data.parent))
+    assert code == 2
+    assert "not a dpcube release" in err and err.count("\n") == 1
+    assert {p.name: p.read_bytes() for p in data.parent.iterdir()} == before
+    assert spent(capsys, data) == 0
+
+
+def test_overwrite_is_needed_to_replace_a_release(
+    dataset: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data, schema = dataset
+    out = tmp_path / "rel"
+    assert run(capsys, *release(data, schema, out))[0] == 0
+    code, _, err = run(capsys, *release(data, schema, out))
+    assert code == 2 and "--overwrite" in err
+    assert spent(capsys, data) == pytest.approx(0.5)
+    assert run(capsys, *release(data, schema, out, "--overwrite"))[0] == 0
+    assert spent(capsys, data) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--param", "levls=3"], "--param levls: identity has no such parameter"),
+        (["--epsilon", "1e-300"], "too small"),
+    ],
+)
+def test_refused_before_the_charge(
+    dataset: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    extra: list[str],
+    message: str,
+) -> None:
+    data, schema = dataset
+    code, _, err = run(capsys, *release(data, schema, tmp_path / "rel"), *extra)
+    assert code == 2 and message in err and err.count("\n") == 1
+    assert spent(capsys, data) == 0
+    assert not (tmp_path / "rel").exists()
+
+
+def test_datacube_publish_leaving_out_attributes_works_from_the_cli(
+    dataset: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data, schema = dataset
+    args = release(data, schema, tmp_path / "cube")
+    args[args.index("identity")] = "datacube"
+    code, _, err = run(capsys, *args, "--publish", "sex,job", "--seed", "1")
+    assert code == 0, err
+    code, text, _ = run(capsys, "query", str(tmp_path / "cube"), "--where", "sex=F", "--json")
+    assert code == 0 and np.isfinite(json.loads(text)["answer"])
+
+
+def test_query_on_a_seeded_release_warns(
+    dataset: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data, schema = dataset
+    assert run(capsys, *release(data, schema, tmp_path / "seeded", "--seed", "3"))[0] == 0
+    code, _, err = run(capsys, "query", str(tmp_path / "seeded"), "--where", "sex=F")
+    assert code == 0 and "NOT FOR PUBLICATION" in err and "seeded" in err
+    assert run(capsys, *release(data, schema, tmp_path / "real"))[0] == 0
+    code, _, err = run(capsys, "query", str(tmp_path / "real"), "--where", "sex=F")
+    assert code == 0 and "NOT FOR PUBLICATION" not in err
