@@ -88,9 +88,21 @@ def parse_where(text: str) -> dict[str, Any]:
 
 
 def _ledger(args: argparse.Namespace) -> Any:
+    """The ledger of the data set: named by ``--dataset``, else the fingerprint of the records.
+
+    The identity is kept in ``args.dataset_identity`` so that counting does not fingerprint the
+    data a second time; it is never printed or released.
+    """
+    from dpcube.privacy.accounting import identity_of_path, name_identity
     from dpcube.privacy.ledger import BudgetLedger
 
-    return BudgetLedger.for_dataset(args.data, args.ledger_dir)
+    if args.dataset:
+        identity = name_identity(args.dataset)
+    else:
+        with progress.step("fingerprinting the data"):
+            identity = identity_of_path(args.data)
+    args.dataset_identity = identity
+    return BudgetLedger.for_identity(identity, args.ledger_dir)
 
 
 def cmd_release(args: argparse.Namespace) -> int:
@@ -99,6 +111,12 @@ def cmd_release(args: argparse.Namespace) -> int:
     cls = registry.resolve(registry.MECHANISMS, args.mechanism, "mechanism")
     schema = Schema.from_file(args.schema) if args.schema else None
     mechanism = cls.from_cli(args, parse_params(args.param))
+    if args.delta and mechanism.charged_delta is None:
+        print(
+            f"note: {args.mechanism} draws Laplace noise here (pure epsilon-DP): --delta "
+            f"{args.delta} is neither claimed nor charged",
+            file=sys.stderr,
+        )
     ledger = _ledger(args)
     if args.total_epsilon is not None:
         if not ledger.has_total():
@@ -233,6 +251,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--ledger-dir", default=None, help="where budget ledgers live (default ~/.dpcube/ledgers)"
     )
     p.add_argument(
+        "--dataset",
+        default=None,
+        metavar="NAME",
+        help="name the data set whose budget is charged (default: the fingerprint of its records)",
+    )
+    p.add_argument(
         "--total-epsilon", type=float, default=None, help="set the data set's total budget"
     )
     p.add_argument("--total-delta", type=float, default=0.0)
@@ -253,6 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set-total", type=float, default=None, metavar="EPSILON")
     p.add_argument("--set-total-delta", type=float, default=0.0, metavar="DELTA")
     p.add_argument("--ledger-dir", default=None)
+    p.add_argument("--dataset", default=None, metavar="NAME", help="the data set's name")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_budget)
 
