@@ -118,7 +118,9 @@ def test_two_schemas_of_one_table_share_one_budget(people: Path) -> None:
     one = histogram(people, _schema())
     other = histogram(
         people,
-        Schema.from_dict({"attributes": [{"name": "sex", "kind": "nominal", "categories": ["F", "M"]}]}),
+        Schema.from_dict(
+            {"attributes": [{"name": "sex", "kind": "nominal", "categories": ["F", "M"]}]}
+        ),
     )
     assert one.dataset == other.dataset == fingerprint(people)
     ledger_for(one).set_total(1.0)
@@ -266,7 +268,10 @@ def test_cli_renamed_copy_shares_the_budget(people: Path, tmp_path: Path, capsys
 def test_cli_dataset_name_wins(people: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     other = tmp_path / "other.csv"
     pd.read_csv(people).iloc[:50].to_csv(other, index=False)
-    assert main(_release_args(people, tmp_path / "a", "--dataset", "wave1", "--total-epsilon", "0.5")) == 0
+    assert (
+        main(_release_args(people, tmp_path / "a", "--dataset", "wave1", "--total-epsilon", "0.5"))
+        == 0
+    )
     assert main(_release_args(other, tmp_path / "b", "--dataset", "wave1")) == 2
     assert "exceeds the remaining budget" in capsys.readouterr().err
     assert main(["budget", str(other), "--dataset", "wave1", "--json"]) == 0
@@ -284,7 +289,9 @@ def test_cli_set_total_below_spent_and_missing_path(people: Path, tmp_path: Path
 
 
 def test_cli_delta_with_laplace_is_not_charged(people: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
-    args = _release_args(people, tmp_path / "a", "--total-epsilon", "1", "--total-delta", "1e-6", "--delta", "1e-6")
+    args = _release_args(
+        people, tmp_path / "a", "--total-epsilon", "1", "--total-delta", "1e-6", "--delta", "1e-6"
+    )
     assert main(args) == 0
     assert "neither claimed nor charged" in capsys.readouterr().err
     assert main(["budget", str(people), "--json"]) == 0

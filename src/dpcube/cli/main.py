@@ -275,7 +275,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("budget", help="show (or set) a data set's privacy budget")
     p.add_argument("data")
     p.add_argument("--set-total", type=float, default=None, metavar="EPSILON")
-    p.add_argument("--set-total-delta", type=float, default=0.0, metavar="DELTA")
+    p.add_argument(
+        "--set-total-delta", type=float, default=None, metavar="DELTA", help="default: unchanged"
+    )
     p.add_argument("--ledger-dir", default=None)
     p.add_argument("--dataset", default=None, metavar="NAME", help="the data set's name")
     p.add_argument("--json", action="store_true")

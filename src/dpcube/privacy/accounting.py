@@ -39,7 +39,9 @@ def identity_of_path(data: str | os.PathLike[str]) -> str:
     from dpcube.engine import fingerprint
 
     if not Path(data).exists():
-        raise DataError(f"data file {str(data)!r} does not exist; a ledger belongs to existing data")
+        raise DataError(
+            f"data file {str(data)!r} does not exist; a ledger belongs to existing data"
+        )
     return fingerprint(data)
 
 
@@ -51,9 +53,7 @@ def identity_of(data: Any) -> str | None:
     return str(identity) if identity else None
 
 
-def ledger_for(
-    data: Any, ledger_dir: str | os.PathLike[str] | None = None
-) -> BudgetLedger:
+def ledger_for(data: Any, ledger_dir: str | os.PathLike[str] | None = None) -> BudgetLedger:
     """The ledger of ``data``'s data set: a histogram (or other ``release`` input) or an identity string.
 
     >>> # ledger_for(dpcube.histogram("people.csv", schema)).set_total(1.0)

@@ -173,10 +173,13 @@ class BudgetLedger:
         index.parent.mkdir(parents=True, exist_ok=True)
         con = sqlite3.connect(index, timeout=60.0, isolation_level=None)
         try:
-            con.execute("CREATE TABLE IF NOT EXISTS ledgers (identity TEXT PRIMARY KEY, path TEXT NOT NULL)")
+            con.execute(
+                "CREATE TABLE IF NOT EXISTS ledgers (identity TEXT PRIMARY KEY, path TEXT NOT NULL)"
+            )
             con.execute("BEGIN IMMEDIATE")
             con.execute(
-                "INSERT OR IGNORE INTO ledgers (identity, path) VALUES (?, ?)", (identity, str(path))
+                "INSERT OR IGNORE INTO ledgers (identity, path) VALUES (?, ?)",
+                (identity, str(path)),
             )
             (known,) = con.execute(
                 "SELECT path FROM ledgers WHERE identity = ?", (identity,)
@@ -208,13 +211,19 @@ class BudgetLedger:
         finally:
             con.close()
 
-    def set_total(self, epsilon: float, delta: float = 0.0) -> None:
-        """Set (or change) the total budget; a total below what is already spent is refused."""
+    def set_total(self, epsilon: float, delta: float | None = None) -> None:
+        """Set (or change) the total budget; a total below what is already spent is refused.
+
+        ``delta=None`` keeps the current total delta (0 for a new ledger).
+        """
         validate_privacy(epsilon, delta)
         with self._connect() as con:
             con.execute("BEGIN IMMEDIATE")
             try:
                 self._check(con)
+                if delta is None:
+                    current = con.execute("SELECT total_delta FROM budget WHERE id = 1").fetchone()
+                    delta = float(current[0]) if current else 0.0
                 spent_eps, spent_delta = self._spent(con)
                 if _exact(epsilon) < spent_eps or _exact(delta) < spent_delta:
                     raise BudgetError(
