@@ -86,9 +86,17 @@ def histogram(
     return Histogram(schema, counts, report, dataset=data_set_identity(source, dataset))
 
 
-def data_set_identity(source: Any, name: str | None = None) -> str:
-    """``name:<name>`` when the curator names the data set, else the fingerprint of ``source``."""
+def data_set_identity(source: Any, name: str | None = None) -> str | None:
+    """``name:<name>`` when the curator names the data set, else the fingerprint of ``source``.
+
+    ``None`` for a source DuckDB cannot scan (a Spark DataFrame): such a histogram needs an
+    explicit ``ledger=``, a ``dataset=`` name or ``account=False`` to be released.
+    """
     from dpcube.engine import fingerprint
     from dpcube.privacy.accounting import name_identity
 
-    return name_identity(name) if name else fingerprint(source)
+    if name:
+        return name_identity(name)
+    if type(source).__module__.split(".")[0] == "pyspark":
+        return None
+    return fingerprint(source)

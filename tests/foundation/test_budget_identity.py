@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import dpcube
+
 from dpcube.cli.main import main
 from dpcube.engine import fingerprint
 from dpcube.errors import BudgetError, DataError
@@ -232,7 +232,7 @@ def test_deleted_or_edited_charges_are_detected(tmp_path: Path) -> None:
     con.execute("UPDATE charges SET epsilon = '0.01' WHERE seq = 2")
     con.commit()
     con.close()
-    with pytest.raises(BudgetError, match="tampered|corrupt"):
+    with pytest.raises(BudgetError, match=r"tampered|corrupt"):
         BudgetLedger(ledger.path).remaining()
     other = BudgetLedger(tmp_path / "e.ledger")
     other.set_total(1.0)
@@ -242,7 +242,7 @@ def test_deleted_or_edited_charges_are_detected(tmp_path: Path) -> None:
     con.execute("DELETE FROM charges WHERE seq = (SELECT max(seq) FROM charges)")
     con.commit()
     con.close()
-    with pytest.raises(BudgetError, match="tampered|corrupt|truncated"):
+    with pytest.raises(BudgetError, match=r"tampered|corrupt|truncated"):
         BudgetLedger(other.path).charge(0.5, mechanism="identity")
 
 

@@ -74,7 +74,7 @@ class CubeSource:
         return {}
 
     @property
-    def dataset(self) -> str:
+    def dataset(self) -> str | None:
         """The data set identity that selects the budget ledger (never released)."""
         from dpcube.histogram import data_set_identity
 
