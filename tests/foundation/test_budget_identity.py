@@ -12,7 +12,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-
 from dpcube.cli.main import main
 from dpcube.engine import fingerprint
 from dpcube.errors import BudgetError, DataError
