@@ -137,6 +137,7 @@ class BudgetLedger:
         ledger_dir: str | os.PathLike[str] | None = None,
         *,
         name: str | None = None,
+        home: str | os.PathLike[str] | None = None,
     ) -> BudgetLedger:
         """The ledger of the records in the file ``data`` (or of the data set called ``name``).
 
@@ -147,19 +148,25 @@ class BudgetLedger:
         from dpcube.privacy.accounting import identity_of_path, name_identity
 
         identity = name_identity(name) if name else identity_of_path(data)
-        return cls.for_identity(identity, ledger_dir)
+        return cls.for_identity(identity, ledger_dir, home=home)
 
     @classmethod
     def for_identity(
-        cls, identity: str, ledger_dir: str | os.PathLike[str] | None = None
+        cls,
+        identity: str,
+        ledger_dir: str | os.PathLike[str] | None = None,
+        *,
+        home: str | os.PathLike[str] | None = None,
     ) -> BudgetLedger:
         """The ledger of a data set identity (``sha256:<fingerprint>`` or ``name:<NAME>``).
 
         Ledgers live in ``ledger_dir`` (default ``$DPCUBE_HOME/ledgers``, ``~/.dpcube/ledgers``).
         The per-user index ``$DPCUBE_HOME/ledger-index.sqlite`` records where each identity's
         ledger lives; a second directory for a known identity is refused, naming the first.
+        ``home`` replaces ``$DPCUBE_HOME`` (the demo keeps its own).
         """
-        base = Path(ledger_dir) if ledger_dir else _home() / "ledgers"
+        root = Path(home) if home else _home()
+        base = Path(ledger_dir) if ledger_dir else root / "ledgers"
         if identity.startswith("name:"):
             slug = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in identity[5:])[:60]
             stem = f"{slug}-{hashlib.sha256(identity.encode()).hexdigest()[:12]}"
@@ -169,7 +176,7 @@ class BudgetLedger:
             stem = "data-" + hashlib.sha256(identity.encode()).hexdigest()[:24]
             label = stem
         path = (base / f"{stem}.ledger").resolve()
-        index = _home() / "ledger-index.sqlite"
+        index = root / "ledger-index.sqlite"
         index.parent.mkdir(parents=True, exist_ok=True)
         con = sqlite3.connect(index, timeout=60.0, isolation_level=None)
         try:
