@@ -193,9 +193,11 @@ def fingerprint(source: Any) -> str:
         if not columns:
             raise DataError("the data has no columns, so it has no identity to charge a budget to")
         row = " || '|' || ".join(_normalised(c, t) for c, t in columns)
+        # One MD5 per row (a subquery), split into its two 64-bit halves and summed exactly.
         ((upper, lower, n),) = view.sql(
-            f"SELECT coalesce(sum(md5_number_upper({row})), 0), "
-            f"coalesce(sum(md5_number_lower({row})), 0), count(*) FROM src"
+            "SELECT coalesce(sum(CAST(h >> 64 AS HUGEINT)), 0), "
+            "coalesce(sum(CAST(h & 18446744073709551615 AS HUGEINT)), 0), count(*) "
+            f"FROM (SELECT md5_number({row}) AS h FROM src)"
         ).fetchall()
     payload = json.dumps(
         [FINGERPRINT_VERSION, [c for c, _ in columns], int(upper) % 2**64, int(lower) % 2**64, n]
