@@ -295,3 +295,14 @@ def test_cli_delta_with_laplace_is_not_charged(people: Path, tmp_path: Path, cap
     assert "neither claimed nor charged" in capsys.readouterr().err
     assert main(["budget", str(people), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["spent"]["delta"] == 0.0
+
+
+def test_data_cube_source_and_histogram_share_the_budget(people: Path) -> None:
+    from dpcube.mechanisms.datacube.mechanism import CubeSource, DataCube
+
+    hist = histogram(people, _schema())
+    ledger_for(hist).set_total(1.0)
+    DataCube(0.6, method="base").release(CubeSource(people, _schema()))
+    assert ledger_for(hist).spent().epsilon == 0.6
+    with pytest.raises(BudgetError, match="exceeds the remaining budget"):
+        DataCube(0.6, method="base").release((str(people), _schema()))

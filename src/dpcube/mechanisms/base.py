@@ -194,6 +194,7 @@ class Mechanism(ABC):
             ledger=ledger,
             account=account,
             seeded=source.seeded or source.noiseless,
+            origin=data,
         )
         return self._release(prepared, source, metadata)
 

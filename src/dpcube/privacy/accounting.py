@@ -76,10 +76,13 @@ def charge_release(
     ledger: BudgetLedger | None,
     account: bool,
     seeded: bool,
+    origin: Any = None,
 ) -> BudgetLedger | None:
     """Charge ``mechanism``'s cost for releasing ``data`` once, or record that it is unaccounted.
 
-    Returns the ledger charged (``None`` when the release is unaccounted).
+    ``data`` is the prepared input; ``origin`` the caller's input, whose identity is used when a
+    ``prepare`` step built a new object without one. Returns the ledger charged (``None`` when
+    the release is unaccounted).
     """
     if not account and ledger is not None:
         raise BudgetError("account=False releases unaccounted: do not pass a ledger as well")
@@ -87,7 +90,8 @@ def charge_release(
         metadata.accounted = False
         return None
     if ledger is None:
-        ledger = ledger_for(data)
+        identity = identity_of(data) or (identity_of(origin) if origin is not None else None)
+        ledger = ledger_for(identity if identity else data)
     ledger.charge(
         mechanism.epsilon,
         mechanism.charged_delta,
