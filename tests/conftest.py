@@ -52,3 +52,12 @@ def data_dir() -> Path:
     if path is None:
         pytest.skip("../shared/data is absent (set DPCUBE_DATA_DIR)")
     return path
+
+
+@pytest.fixture(autouse=True)
+def _private_dpcube_home(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every test gets its own ``$DPCUBE_HOME``: ledgers (keyed by the data's fingerprint) and
+    their index never leak between tests or into the user's ``~/.dpcube``."""
+    monkeypatch.setenv("DPCUBE_HOME", str(tmp_path_factory.mktemp("dpcube-home")))

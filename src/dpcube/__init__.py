@@ -48,6 +48,7 @@ _EXPORTS: dict[str, str] = {
     "Release": "dpcube.release.base",
     "load_release": "dpcube.release.base",
     "BudgetLedger": "dpcube.privacy.ledger",
+    "ledger_for": "dpcube.privacy.accounting",
     "NO_NOISE": "dpcube.privacy.random",
     "DPCubeError": "dpcube.errors",
 }

@@ -25,9 +25,17 @@ class Histogram:
     schema: Schema
     counts: NDArray[np.int64]
     report: dict[str, Any] = field(default_factory=dict)
+    #: The identity of the data set counted (``sha256:<fingerprint>`` or ``name:<NAME>``), which
+    #: selects its budget ledger; ``None`` for bare counts. Never written into a release.
+    dataset: str | None = field(default=None, repr=False, compare=False)
 
     def __init__(
-        self, schema: Schema, counts: ArrayLike, report: dict[str, Any] | None = None
+        self,
+        schema: Schema,
+        counts: ArrayLike,
+        report: dict[str, Any] | None = None,
+        *,
+        dataset: str | None = None,
     ) -> None:
         arr = np.asarray(counts)
         if arr.shape != schema.shape:
@@ -38,6 +46,7 @@ class Histogram:
         object.__setattr__(self, "schema", schema)
         object.__setattr__(self, "counts", arr)
         object.__setattr__(self, "report", dict(report or {}))
+        object.__setattr__(self, "dataset", dataset)
 
     @property
     def total(self) -> int:
@@ -86,12 +95,17 @@ def histogram(
     on_out_of_domain: OutOfDomainPolicy = "error",
     engine: str | Engine = "duckdb",
     max_cells: int | None = None,
+    dataset: str | None = None,
 ) -> Histogram:
     """Count the records of ``source`` in every cell of ``schema``'s domain.
 
     ``source`` is a CSV/Parquet/JSON path (or a directory of Parquet files), a pandas or Polars
     DataFrame, an Arrow table, a DuckDB relation or :class:`dpcube.SQL`. Binning and grouping run
     in the engine (DuckDB by default); rows never become Python objects.
+
+    The histogram carries its data set's identity, which selects the budget ledger a release
+    charges: ``dataset=NAME`` names it, otherwise it is the fingerprint of the records
+    (:func:`dpcube.engine.fingerprint`, one more scan).
     """
     if on_out_of_domain not in POLICIES:
         raise DataError(
@@ -99,4 +113,20 @@ def histogram(
         )
     schema.check_materialisable(max_cells)
     counts, report = get_engine(engine).histogram(source, schema, on_out_of_domain=on_out_of_domain)
-    return Histogram(schema, counts, report)
+    return Histogram(schema, counts, report, dataset=data_set_identity(source, dataset))
+
+
+def data_set_identity(source: Any, name: str | None = None) -> str | None:
+    """``name:<name>`` when the curator names the data set, else the fingerprint of ``source``.
+
+    ``None`` for a source DuckDB cannot scan (a Spark DataFrame): such a histogram needs an
+    explicit ``ledger=``, a ``dataset=`` name or ``account=False`` to be released.
+    """
+    from dpcube.engine import fingerprint
+    from dpcube.privacy.accounting import name_identity
+
+    if name:
+        return name_identity(name)
+    if type(source).__module__.split(".")[0] == "pyspark":
+        return None
+    return fingerprint(source)

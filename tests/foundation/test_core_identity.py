@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from numpy.typing import NDArray
 from dpcube.errors import BudgetError, DataError
 from dpcube.histogram import Histogram
 from dpcube.mechanisms.identity import Identity
+from dpcube.privacy.ledger import BudgetLedger
 from dpcube.privacy.random import NO_NOISE
 from dpcube.privacy.samplers import (
     discrete_gaussian_variance,
@@ -144,14 +146,16 @@ def test_gaussian_large_sigma_stays_exact_and_integer() -> None:
     assert r.metadata.noise["cell_variance"] == pytest.approx(r.metadata.noise["scale"] ** 2)
 
 
-def test_noiseless_release_is_exact_and_marked() -> None:
+def test_noiseless_release_is_exact_and_marked(tmp_path: Path) -> None:
     counts = np.arange(6).reshape(3, 2)
     for mech in (Identity(1.0), Identity(1.0, delta=1e-6, noise="gaussian")):
         r = mech.release(Histogram(SCHEMA, counts), random_state=NO_NOISE)
         np.testing.assert_array_equal(np.asarray(r.counts), counts)
         assert r.metadata.noiseless and not r.metadata.for_publication
-    r = Identity(1.0).release(Histogram(SCHEMA, counts))
-    assert not r.metadata.seeded and r.metadata.for_publication
+    ledger = BudgetLedger(tmp_path / "d.ledger")
+    ledger.set_total(1.0)
+    r = Identity(1.0).release(Histogram(SCHEMA, counts), ledger=ledger)
+    assert not r.metadata.seeded and r.metadata.accounted and r.metadata.for_publication
     assert Identity(1.0).release(Histogram(SCHEMA, counts), random_state=3).metadata.seeded
 
 

@@ -132,14 +132,18 @@ def test_invalid_delta_is_refused(tmp_path: Path) -> None:
 
 
 def test_for_dataset_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Ledgers follow the records (docs/reliability.md section 4), not the path.
     monkeypatch.setenv("DPCUBE_HOME", str(tmp_path / "home"))
+    for folder, rows in (("x", "1,F\n2,M\n"), ("y", "2,M\n1,F\n"), ("z", "3,F\n")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "people.csv").write_text("age,sex\n" + rows)
     a = BudgetLedger.for_dataset(tmp_path / "x" / "people.csv")
-    b = BudgetLedger.for_dataset(tmp_path / "x" / ".." / "x" / "people.csv")
-    c = BudgetLedger.for_dataset(tmp_path / "y" / "people.csv")
+    b = BudgetLedger.for_dataset(tmp_path / "y" / "people.csv")
+    c = BudgetLedger.for_dataset(tmp_path / "z" / "people.csv")
     assert a.path == b.path != c.path
-    assert a.path.parent == tmp_path / "home" / "ledgers" and a.path.name.startswith("people.csv-")
-    d = BudgetLedger.for_dataset(tmp_path / "x" / "people.csv", ledger_dir=tmp_path / "elsewhere")
-    assert d.path.parent == tmp_path / "elsewhere"
+    assert a.path.parent == tmp_path / "home" / "ledgers" and "people" not in a.path.name
+    d = BudgetLedger.for_dataset(tmp_path / "z" / "people.csv", name="z", ledger_dir=tmp_path / "e")
+    assert d.path.parent == tmp_path / "e" and d.path.name.startswith("z-")
 
 
 def test_refused_release_draws_no_noise(tmp_path: Path) -> None:

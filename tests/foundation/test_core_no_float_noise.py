@@ -179,7 +179,9 @@ def test_identity_releases_draw_no_float_noise(
 ) -> None:
     hist = Histogram(SCHEMA, np.arange(30).reshape(10, 3))
     with float_noise_forbidden(monkeypatch) as calls:
-        release = mechanism.release(hist, random_state=random_state)
+        release = mechanism.release(
+            hist, random_state=random_state, account=random_state is not None
+        )
         release.answer_many([{"a": [0, 4]}, {"b": "y"}])
         snapped_laplace(np.ones(5), 2.0, epsilon=1.0, support=1, source=SeededRandomSource(1))
     assert calls == []

@@ -114,9 +114,21 @@ def parse_where(text: str) -> dict[str, Any]:
 
 
 def _ledger(args: argparse.Namespace) -> Any:
+    """The ledger of the data set: named by ``--dataset``, else the fingerprint of the records.
+
+    The identity is kept in ``args.dataset_identity`` so that counting does not fingerprint the
+    data a second time; it is never printed or released.
+    """
+    from dpcube.privacy.accounting import identity_of_path, name_identity
     from dpcube.privacy.ledger import BudgetLedger
 
-    return BudgetLedger.for_dataset(args.data, args.ledger_dir)
+    if args.dataset:
+        identity = name_identity(args.dataset)
+    else:
+        with progress.step("fingerprinting the data"):
+            identity = identity_of_path(args.data)
+    args.dataset_identity = identity
+    return BudgetLedger.for_identity(identity, args.ledger_dir)
 
 
 def cmd_release(args: argparse.Namespace) -> int:
@@ -141,18 +153,25 @@ def cmd_release(args: argparse.Namespace) -> int:
         raise DataError(
             f"--param: {args.mechanism} refused its parameters ({exc}); accepted: {accepted}"
         ) from None
-    with progress.step("counting the data"):
-        data = cls.cli_data(args, schema)
+    if args.delta and mechanism.charged_delta is None:
+        print(
+            f"note: {args.mechanism} draws Laplace noise here (pure epsilon-DP): --delta "
+            f"{args.delta} is neither claimed nor charged",
+            file=sys.stderr,
+        )
     ledger = _ledger(args)
-    if args.total_epsilon is not None:
-        if not ledger.has_total():
-            ledger.set_total(args.total_epsilon, args.total_delta)
-        elif ledger.total().epsilon != args.total_epsilon:
+    if args.total_epsilon is not None and ledger.has_total():
+        if ledger.total().epsilon != args.total_epsilon:
             raise DPCubeError(
                 f"the total budget of {args.data!r} is already {ledger.total().epsilon}; change it with "
                 "`dpcube budget DATA --set-total EPSILON`"
             )
-    ledger.total()
+    elif args.total_epsilon is None:
+        ledger.total()  # refuses a data set with no total budget, before the data is counted
+    with progress.step("counting the data"):
+        data = cls.cli_data(args, schema)
+    if args.total_epsilon is not None and not ledger.has_total():
+        ledger.set_total(args.total_epsilon, args.total_delta)
     with progress.step(f"releasing with {args.mechanism}"):
         release = mechanism.release(data, random_state=args.seed, ledger=ledger)
     out = release.save(args.out, overwrite=args.overwrite)
@@ -285,6 +304,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--ledger-dir", default=None, help="where budget ledgers live (default ~/.dpcube/ledgers)"
     )
     p.add_argument(
+        "--dataset",
+        default=None,
+        metavar="NAME",
+        help="name the data set whose budget is charged (default: the fingerprint of its records)",
+    )
+    p.add_argument(
         "--total-epsilon", type=float, default=None, help="set the data set's total budget"
     )
     p.add_argument("--total-delta", type=float, default=0.0)
@@ -303,8 +328,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("budget", help="show (or set) a data set's privacy budget")
     p.add_argument("data")
     p.add_argument("--set-total", type=float, default=None, metavar="EPSILON")
-    p.add_argument("--set-total-delta", type=float, default=0.0, metavar="DELTA")
+    p.add_argument(
+        "--set-total-delta", type=float, default=None, metavar="DELTA", help="default: unchanged"
+    )
     p.add_argument("--ledger-dir", default=None)
+    p.add_argument("--dataset", default=None, metavar="NAME", help="the data set's name")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_budget)
 

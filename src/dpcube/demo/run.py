@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from pathlib import Path
 
@@ -44,11 +45,11 @@ def run_demo(rows: int, out: Path, epsilon: float, seed: int) -> int:
     schema_file.write_text(yaml.safe_dump(schema_dict(), sort_keys=False))
     schema = Schema.from_dict(schema_dict())
 
-    # A freshly generated table is a new data set: start its ledger afresh with a total of 1.
-    ledger_dir = out / "ledgers"
-    ledger = BudgetLedger.for_dataset(data, ledger_dir)
-    ledger.path.unlink(missing_ok=True)
-    ledger = BudgetLedger.for_dataset(data, ledger_dir)
+    # The demo's synthetic table has a budget home of its own (never the user's $DPCUBE_HOME),
+    # started afresh on each run with a total of 1: the records are regenerated, not real people.
+    home = out / "dpcube-home"
+    shutil.rmtree(home, ignore_errors=True)
+    ledger = BudgetLedger.for_dataset(data, home=home)
     ledger.set_total(1.0)
 
     with progress.step("counting with DuckDB"):

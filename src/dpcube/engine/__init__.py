@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from dpcube.engine.base import POLICIES, Engine, OutOfDomainPolicy
 from dpcube.errors import DataError
 
@@ -21,4 +23,11 @@ def get_engine(name: str | Engine = "duckdb") -> Engine:
     raise DataError(f"unknown engine {name!r}; available: duckdb, spark")
 
 
-__all__ = ["POLICIES", "Engine", "OutOfDomainPolicy", "get_engine"]
+def fingerprint(source: Any) -> str:
+    """The identity of a data set's records (:func:`dpcube.engine.duckdb_engine.fingerprint`)."""
+    from dpcube.engine.duckdb_engine import fingerprint as _fingerprint
+
+    return _fingerprint(source)
+
+
+__all__ = ["POLICIES", "Engine", "OutOfDomainPolicy", "fingerprint", "get_engine"]

@@ -6,6 +6,8 @@ counts every cell in one pass over the data, and the raw rows never reach Python
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,7 +24,14 @@ from dpcube.engine.sql import DUCKDB, axis_expressions, fill_counts, offending_v
 from dpcube.errors import DataError
 from dpcube.schema import Nominal, Schema
 
-__all__ = ["SQL", "DuckDBEngine", "SourceView", "axis_expressions", "open_source"]
+__all__ = [
+    "SQL",
+    "DuckDBEngine",
+    "SourceView",
+    "axis_expressions",
+    "fingerprint",
+    "open_source",
+]
 
 
 @dataclass(frozen=True)
@@ -205,3 +214,57 @@ class DuckDBEngine(Engine):
                 ]
 
             return fill_counts(schema, codes, n, on_out_of_domain, examples)
+
+
+# -- data set identity --------------------------------------------------------------------------
+
+#: Version of the fingerprint's normalisation; part of every fingerprint.
+FINGERPRINT_VERSION = "dpcube-fp-1"
+_NULL = "'N'"
+
+
+def _normalised(column: str, sql_type: str) -> str:
+    """SQL text of one value of ``column``: length-prefixed so no two rows collide by concatenation.
+
+    Numbers whose value is integral (``3``, ``3.0``) read as their integer text so that a CSV's
+    inferred BIGINT and a Parquet DOUBLE agree; other numbers as DuckDB's shortest double text;
+    everything else as its VARCHAR cast; NULL as ``N`` (a non-NULL value starts with a digit).
+    """
+    ident = '"' + column.replace('"', '""') + '"'
+    base = sql_type.split("(")[0].upper()
+    if base in DUCKDB.numeric_types:
+        d = f"CAST({ident} AS DOUBLE)"
+        text = (
+            f"CASE WHEN isfinite({d}) AND {d} = round({d}) AND abs({d}) < 1e18 "
+            f"THEN CAST(CAST({d} AS BIGINT) AS VARCHAR) ELSE CAST({d} AS VARCHAR) END"
+        )
+    else:
+        text = f"CAST({ident} AS VARCHAR)"
+    return f"coalesce(CAST(length({text}) AS VARCHAR) || ':' || {text}, {_NULL})"
+
+
+def fingerprint(source: Any) -> str:
+    """The identity of a data set's records: ``"sha256:<hex>"``, in one scan of ``source``.
+
+    Order-independent (each row's normalised values, columns in sorted-name order, are hashed
+    with MD5; the sums of both 64-bit halves modulo 2^64 and the row count are combined with the
+    sorted column names through SHA-256), so a copy, a rename, a shuffle or a CSV-to-Parquet
+    conversion of the same records gives the same fingerprint and one changed value another.
+    ``source`` is anything :func:`open_source` reads. It identifies the data set to its ledger
+    and must never be published (it would let anyone with a candidate table test it).
+    """
+    with open_source(source) as view:
+        columns = sorted(view.columns.items())
+        if not columns:
+            raise DataError("the data has no columns, so it has no identity to charge a budget to")
+        row = " || '|' || ".join(_normalised(c, t) for c, t in columns)
+        # One MD5 per row (a subquery), split into its two 64-bit halves and summed exactly.
+        ((upper, lower, n),) = view.sql(
+            "SELECT coalesce(sum(CAST(h >> 64 AS HUGEINT)), 0), "
+            "coalesce(sum(CAST(h & 18446744073709551615 AS HUGEINT)), 0), count(*) "
+            f"FROM (SELECT md5_number({row}) AS h FROM src)"
+        ).fetchall()
+    payload = json.dumps(
+        [FINGERPRINT_VERSION, [c for c, _ in columns], int(upper) % 2**64, int(lower) % 2**64, n]
+    )
+    return "sha256:" + hashlib.sha256(payload.encode()).hexdigest()

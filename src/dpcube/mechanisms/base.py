@@ -36,6 +36,7 @@ from numpy.typing import NDArray
 
 from dpcube.errors import BudgetError, DataError
 from dpcube.histogram import Histogram
+from dpcube.privacy.accounting import charge_release
 from dpcube.privacy.ledger import BudgetLedger, validate_privacy
 from dpcube.privacy.neighbours import Neighbour
 from dpcube.privacy.random import RandomSource, resolve_random_state
@@ -91,6 +92,14 @@ class Mechanism(ABC):
             )
 
     # -- declared privacy --------------------------------------------------------------------
+    @property
+    def charged_delta(self) -> float | None:
+        """The delta the guarantee uses: ``delta`` with Gaussian noise, else ``None``.
+
+        A Laplace (pure epsilon-DP) release given a delta neither claims nor charges it.
+        """
+        return self.delta if getattr(self, "noise", None) == "gaussian" else None
+
     @abstractmethod
     def sensitivity_claims(self, schema: Schema) -> list[SensitivityClaim]:
         """Every measurement of the data with the sensitivity its noise is calibrated to."""
@@ -155,6 +164,7 @@ class Mechanism(ABC):
             schema,
             on_out_of_domain=args.on_out_of_domain,
             engine=getattr(args, "engine", "duckdb"),
+            dataset=getattr(args, "dataset_identity", None),
         )
 
     # -- scikit-learn style parameters ---------------------------------------------------------
@@ -189,7 +199,7 @@ class Mechanism(ABC):
             mechanism=self.name,
             params=self.get_params(),
             epsilon=self.epsilon,
-            delta=self.delta,
+            delta=self.charged_delta,
             neighbour=self.neighbour,
             seeded=source.seeded,
             noiseless=source.noiseless,
@@ -197,14 +207,25 @@ class Mechanism(ABC):
         )
 
     def release(
-        self, data: Any, random_state: Any = None, *, ledger: BudgetLedger | None = None
+        self,
+        data: Any,
+        random_state: Any = None,
+        *,
+        ledger: BudgetLedger | None = None,
+        account: bool = True,
     ) -> Release:
         """Release ``data`` under this mechanism's guarantee.
 
         ``random_state``: ``None`` draws from OS entropy; an int seed or numpy Generator makes the
         release reproducible and marks it not for publication; :data:`dpcube.privacy.NO_NOISE`
-        switches noise off (tests only). With a ``ledger`` the cost (epsilon, delta) is charged
-        once, before any noise is drawn; a charge that does not fit raises and nothing is released.
+        switches noise off (tests only).
+
+        Accounting (:func:`dpcube.privacy.accounting.charge_release`) is on by default: the cost
+        (epsilon, and delta when the noise uses it) is charged once, before any noise is drawn, to
+        ``ledger`` or else to the ledger of the data set ``data`` was counted from; a charge that
+        does not fit raises and nothing is released. ``account=False`` releases unaccounted (the
+        manifest says so; never for publication). Seeded and noiseless releases are charged only
+        to a ``ledger`` passed explicitly.
         """
         prepared = self.prepare(data)
         source = resolve_random_state(random_state)
@@ -215,10 +236,15 @@ class Mechanism(ABC):
         self.check_noise_scale(prepared)
         self.validate(prepared)
         # -- the one charge: everything above is checked; only the noise and the build follow ---
-        if ledger is not None:
-            ledger.charge(
-                self.epsilon, self.delta, mechanism=self.name, release_id=metadata.release_id
-            )
+        charge_release(
+            self,
+            prepared,
+            metadata,
+            ledger=ledger,
+            account=account,
+            seeded=source.seeded or source.noiseless,
+            origin=data,
+        )
         return self._release(prepared, source, metadata)
 
     def validate(self, data: Any) -> None:

@@ -7,6 +7,15 @@ last of the budget cannot both win; its journal makes a committed charge survive
 Amounts are summed exactly (as decimal fractions of their shortest repr), so ten charges of 0.1
 fit a total of 1.
 
+A ledger is append-only and checked every time it is opened: ``PRAGMA quick_check``, a SHA-256
+hash chain over the total and every charge (each row stores the hash of its content and of the
+row before), and a head file ``<ledger>.head`` beside it holding the number of charges and the
+last hash, so a truncated file, a hand-edited row or deleted trailing charges raise
+:class:`BudgetError` naming the file and the recovery, never a silent fresh start.
+
+Which ledger a data set uses is decided by its identity (:mod:`dpcube.privacy.accounting`): the
+fingerprint of its records (:func:`dpcube.engine.fingerprint`) or an explicit name.
+
 >>> import tempfile, os
 >>> d = tempfile.mkdtemp()
 >>> ledger = BudgetLedger(os.path.join(d, "people.ledger"))
@@ -19,6 +28,7 @@ fit a total of 1.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sqlite3
 import time
@@ -37,7 +47,8 @@ CREATE TABLE IF NOT EXISTS budget (
     dataset TEXT NOT NULL,
     total_epsilon TEXT NOT NULL,
     total_delta TEXT NOT NULL,
-    created REAL NOT NULL
+    created REAL NOT NULL,
+    chain TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS charges (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -46,9 +57,24 @@ CREATE TABLE IF NOT EXISTS charges (
     mechanism TEXT NOT NULL,
     epsilon TEXT NOT NULL,
     delta TEXT NOT NULL,
-    note TEXT NOT NULL DEFAULT ''
+    note TEXT NOT NULL DEFAULT '',
+    chain TEXT NOT NULL DEFAULT ''
 );
 """
+_GENESIS = "dpcube-ledger-1"
+_RECOVER = (
+    "restore it from a backup (a ledger is append-only: a copy taken before the damage is safe); "
+    "never delete it, as that would give the data set a fresh budget"
+)
+
+
+def _link(previous: str, *fields: object) -> str:
+    """The hash chain: SHA-256 of the previous link and this row's fields."""
+    return hashlib.sha256(json.dumps([previous, *map(str, fields)]).encode()).hexdigest()
+
+
+def _home() -> Path:
+    return Path(os.environ.get("DPCUBE_HOME", Path.home() / ".dpcube"))
 
 
 def _exact(x: float) -> Fraction:
@@ -87,48 +113,205 @@ class BudgetLedger:
     def __init__(self, path: str | os.PathLike[str], dataset: str = "") -> None:
         self.path = Path(path)
         self.dataset = dataset or self.path.stem
+        self.head = self.path.with_name(self.path.name + ".head")
+        if self.head.exists() and not self.path.exists():
+            raise BudgetError(
+                f"the budget ledger {str(self.path)!r} is missing but its head file "
+                f"{str(self.head)!r} records charges: {_RECOVER}"
+            )
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._connect() as con:
-            con.executescript(_SCHEMA)
+        try:
+            with self._connect() as con:
+                con.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise self._corrupt(f"it is not a readable SQLite ledger ({exc})") from None
+        self.verify()
+
+    def _corrupt(self, why: str) -> BudgetError:
+        return BudgetError(f"the budget ledger {str(self.path)!r} is corrupt: {why}; {_RECOVER}")
 
     @classmethod
     def for_dataset(
-        cls, data: str | os.PathLike[str], ledger_dir: str | os.PathLike[str] | None = None
+        cls,
+        data: str | os.PathLike[str],
+        ledger_dir: str | os.PathLike[str] | None = None,
+        *,
+        name: str | None = None,
+        home: str | os.PathLike[str] | None = None,
     ) -> BudgetLedger:
-        """The ledger of a data file: ``<ledger_dir>/<name>-<hash of its absolute path>.ledger``.
+        """The ledger of the records in the file ``data`` (or of the data set called ``name``).
 
-        ``ledger_dir`` defaults to ``$DPCUBE_HOME/ledgers`` (``~/.dpcube/ledgers``).
+        The file is identified by the fingerprint of its records (:func:`dpcube.engine.fingerprint`),
+        so a copy, a rename or a Parquet conversion meets the same ledger. A path that does not
+        exist is refused.
         """
-        resolved = str(Path(data).resolve())
-        base = (
-            Path(ledger_dir)
-            if ledger_dir
-            else Path(os.environ.get("DPCUBE_HOME", Path.home() / ".dpcube")) / "ledgers"
-        )
-        digest = hashlib.sha256(resolved.encode()).hexdigest()[:16]
-        return cls(base / f"{Path(resolved).name}-{digest}.ledger", dataset=resolved)
+        from dpcube.privacy.accounting import identity_of_path, name_identity
+
+        identity = name_identity(name) if name else identity_of_path(data)
+        return cls.for_identity(identity, ledger_dir, home=home)
+
+    @classmethod
+    def for_identity(
+        cls,
+        identity: str,
+        ledger_dir: str | os.PathLike[str] | None = None,
+        *,
+        home: str | os.PathLike[str] | None = None,
+    ) -> BudgetLedger:
+        """The ledger of a data set identity (``sha256:<fingerprint>`` or ``name:<NAME>``).
+
+        Ledgers live in ``ledger_dir`` (default ``$DPCUBE_HOME/ledgers``, ``~/.dpcube/ledgers``).
+        The per-user index ``$DPCUBE_HOME/ledger-index.sqlite`` records where each identity's
+        ledger lives; a second directory for a known identity is refused, naming the first.
+        ``home`` replaces ``$DPCUBE_HOME`` (the demo keeps its own).
+        """
+        root = Path(home) if home else _home()
+        base = Path(ledger_dir) if ledger_dir else root / "ledgers"
+        if identity.startswith("name:"):
+            slug = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in identity[5:])[:60]
+            stem = f"{slug}-{hashlib.sha256(identity.encode()).hexdigest()[:12]}"
+            label = identity[5:]
+        else:
+            # The file name is a hash of the fingerprint, not the fingerprint itself.
+            stem = "data-" + hashlib.sha256(identity.encode()).hexdigest()[:24]
+            label = stem
+        path = (base / f"{stem}.ledger").resolve()
+        index = root / "ledger-index.sqlite"
+        index.parent.mkdir(parents=True, exist_ok=True)
+        con = sqlite3.connect(index, timeout=60.0, isolation_level=None)
+        try:
+            con.execute(
+                "CREATE TABLE IF NOT EXISTS ledgers (identity TEXT PRIMARY KEY, path TEXT NOT NULL)"
+            )
+            con.execute("BEGIN IMMEDIATE")
+            con.execute(
+                "INSERT OR IGNORE INTO ledgers (identity, path) VALUES (?, ?)",
+                (identity, str(path)),
+            )
+            (known,) = con.execute(
+                "SELECT path FROM ledgers WHERE identity = ?", (identity,)
+            ).fetchone()
+            con.execute("COMMIT")
+        except sqlite3.DatabaseError as exc:
+            raise BudgetError(
+                f"the ledger index {str(index)!r} is unreadable ({exc}); restore it from a backup"
+            ) from None
+        finally:
+            con.close()
+        if known != str(path):
+            raise BudgetError(
+                f"this data set already has a ledger at {known!r}; use that ledger directory "
+                f"(--ledger-dir {str(Path(known).parent)!r}) rather than starting a second one"
+            )
+        return cls(path, dataset=label)
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
         con = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
         try:
-            con.execute("PRAGMA journal_mode=WAL")
-            con.execute("PRAGMA synchronous=FULL")
+            try:
+                con.execute("PRAGMA journal_mode=WAL")
+                con.execute("PRAGMA synchronous=FULL")
+            except sqlite3.DatabaseError as exc:
+                raise self._corrupt(f"it is not a readable SQLite ledger ({exc})") from None
             yield con
         finally:
             con.close()
 
-    def set_total(self, epsilon: float, delta: float = 0.0) -> None:
-        """Set (or change) the total budget of the data set."""
+    def set_total(self, epsilon: float, delta: float | None = None) -> None:
+        """Set (or change) the total budget; a total below what is already spent is refused.
+
+        ``delta=None`` keeps the current total delta (0 for a new ledger).
+        """
         validate_privacy(epsilon, delta)
         with self._connect() as con:
             con.execute("BEGIN IMMEDIATE")
-            con.execute(
-                "INSERT INTO budget (id, dataset, total_epsilon, total_delta, created) VALUES (1, ?, ?, ?, ?) "
-                "ON CONFLICT(id) DO UPDATE SET total_epsilon = excluded.total_epsilon, total_delta = excluded.total_delta",
-                (self.dataset, repr(float(epsilon)), repr(float(delta)), time.time()),
-            )
-            con.execute("COMMIT")
+            try:
+                self._check(con)
+                if delta is None:
+                    current = con.execute("SELECT total_delta FROM budget WHERE id = 1").fetchone()
+                    delta = float(current[0]) if current else 0.0
+                spent_eps, spent_delta = self._spent(con)
+                if _exact(epsilon) < spent_eps or _exact(delta) < spent_delta:
+                    raise BudgetError(
+                        f"cannot set the total of {self.dataset!r} to epsilon={epsilon}, delta={delta}: "
+                        f"epsilon={float(spent_eps):.6g}, delta={float(spent_delta):.3g} is already spent "
+                        "(a ledger cannot be rolled back); set a total at least that large"
+                    )
+                row = con.execute("SELECT created FROM budget WHERE id = 1").fetchone()
+                created = row[0] if row else time.time()
+                eps_text, delta_text = repr(float(epsilon)), repr(float(delta))
+                link = _link(_GENESIS, self.dataset_key(con), eps_text, delta_text, created)
+                con.execute(
+                    "INSERT INTO budget (id, dataset, total_epsilon, total_delta, created, chain) "
+                    "VALUES (1, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
+                    "total_epsilon = excluded.total_epsilon, total_delta = excluded.total_delta, "
+                    "chain = excluded.chain",
+                    (self.dataset, eps_text, delta_text, created, link),
+                )
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+
+    def dataset_key(self, con: sqlite3.Connection) -> str:
+        row = con.execute("SELECT dataset FROM budget WHERE id = 1").fetchone()
+        return str(row[0]) if row else self.dataset
+
+    # -- integrity --------------------------------------------------------------------------
+    def _check(self, con: sqlite3.Connection) -> str:
+        """Check the file, the hash chain and the head file; return the last link of the chain."""
+        try:
+            status = con.execute("PRAGMA quick_check").fetchone()
+            if status is None or status[0] != "ok":
+                raise self._corrupt(f"SQLite integrity check failed ({status})")
+            budget = con.execute(
+                "SELECT dataset, total_epsilon, total_delta, created, chain FROM budget WHERE id = 1"
+            ).fetchone()
+            rows = con.execute(
+                "SELECT seq, release_id, time, mechanism, epsilon, delta, note, chain FROM charges "
+                "ORDER BY seq"
+            ).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise self._corrupt(str(exc)) from None
+        if budget is not None and budget[4] != _link(_GENESIS, *budget[:4]):
+            raise self._corrupt("its total was edited outside dpcube (tampered)")
+        link = _GENESIS
+        for row in rows:
+            expected = _link(link, *row[1:7])
+            if row[7] != expected:
+                raise self._corrupt(f"charge {row[0]} was edited outside dpcube (tampered)")
+            link = expected
+        head = self._read_head()
+        if head is not None:
+            count, head_link = head
+            if count > len(rows) or (count and rows[count - 1][7] != head_link):
+                raise self._corrupt(
+                    f"it holds {len(rows)} charges but its head file {str(self.head)!r} records "
+                    f"{count} (charges were deleted or the file was truncated)"
+                )
+        return link
+
+    def _read_head(self) -> tuple[int, str] | None:
+        try:
+            text = self.head.read_text()
+        except FileNotFoundError:
+            return None
+        try:
+            value = json.loads(text)
+            return int(value["charges"]), str(value["chain"])
+        except (ValueError, KeyError, TypeError):
+            raise self._corrupt(f"its head file {str(self.head)!r} is unreadable") from None
+
+    def _write_head(self, count: int, link: str) -> None:
+        from dpcube.release.base import write_atomic
+
+        write_atomic(self.head, json.dumps({"charges": count, "chain": link}).encode())
+
+    def verify(self) -> None:
+        """Raise :class:`BudgetError` unless the ledger is whole (see the module docstring)."""
+        with self._connect() as con:
+            self._check(con)
 
     def has_total(self) -> bool:
         with self._connect() as con:
@@ -188,6 +371,7 @@ class BudgetLedger:
         with self._connect() as con:
             con.execute("BEGIN IMMEDIATE")
             try:
+                last = self._check(con)
                 row = con.execute(
                     "SELECT total_epsilon, total_delta FROM budget WHERE id = 1"
                 ).fetchone()
@@ -210,12 +394,18 @@ class BudgetLedger:
                         f"{float(total_delta - spent_delta):.6g} of {float(total_delta):.6g} left"
                     )
                 stamp = time.time()
+                eps_text = repr(float(epsilon))
+                link = _link(last, release_id, stamp, mechanism, eps_text, repr(delta), note)
                 con.execute(
-                    "INSERT INTO charges (release_id, time, mechanism, epsilon, delta, note) VALUES (?, ?, ?, ?, ?, ?)",
-                    (release_id, stamp, mechanism, repr(float(epsilon)), repr(delta), note),
+                    "INSERT INTO charges (release_id, time, mechanism, epsilon, delta, note, chain) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (release_id, stamp, mechanism, eps_text, repr(delta), note, link),
                 )
+                (count,) = con.execute("SELECT count(*) FROM charges").fetchone()
                 con.execute("COMMIT")
             except BaseException:
                 con.execute("ROLLBACK")
                 raise
+        # After the commit: a crash here leaves the head one charge behind, which is accepted.
+        self._write_head(int(count), link)
         return Charge(release_id, stamp, mechanism, float(epsilon), delta, note)

@@ -73,6 +73,8 @@ class ReleaseMetadata:
     noise: dict[str, Any] = field(default_factory=dict)
     seeded: bool = False
     noiseless: bool = False
+    #: Whether the release was charged to a budget ledger (False: ``account=False``, or seeded).
+    accounted: bool = True
     release_id: str = field(default_factory=lambda: secrets.token_hex(16))
     created: str = field(
         default_factory=lambda: _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
@@ -82,8 +84,8 @@ class ReleaseMetadata:
 
     @property
     def for_publication(self) -> bool:
-        """False when the noise was seeded (reproducible) or switched off."""
-        return not (self.seeded or self.noiseless)
+        """False when the noise was seeded (reproducible) or switched off, or nothing was charged."""
+        return not (self.seeded or self.noiseless) and self.accounted
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -300,6 +300,7 @@ class CensusHierarchy(Mechanism):
             hierarchy=args.hierarchy,
             max_size=args.max_size,
             top_code=bool(getattr(args, "top_code", False)),
+            dataset=getattr(args, "dataset_identity", None),
         )
 
     # -- releasing ------------------------------------------------------------------------------
@@ -312,13 +313,20 @@ class CensusHierarchy(Mechanism):
         return data
 
     def release(
-        self, data: Any, random_state: Any = None, *, ledger: BudgetLedger | None = None
+        self,
+        data: Any,
+        random_state: Any = None,
+        *,
+        ledger: BudgetLedger | None = None,
+        account: bool = True,
     ) -> Release:
-        if ledger is not None and self.noise_mode == "as_published":
-            raise BudgetError(
-                "noise_mode='as_published' is not epsilon-DP (spec 2.8) and cannot be charged to a ledger"
-            )
-        return super().release(data, random_state, ledger=ledger)
+        if self.noise_mode == "as_published":
+            if ledger is not None or (account and random_state is None):
+                raise BudgetError(
+                    "noise_mode='as_published' is not epsilon-DP (spec 2.8) and cannot be charged "
+                    "to a ledger; release it with account=False (never for publication)"
+                )
+        return super().release(data, random_state, ledger=ledger, account=account)
 
     def validate(self, data: GroupSizeTable) -> None:
         """The dp solver's window must fit in memory (it grows as 1/epsilon): checked before the

@@ -35,6 +35,9 @@ class GroupSizeTable:
     top_coded: bool = False
     persons: int | None = None
     report: dict[str, Any] = field(default_factory=dict)
+    #: The data set identity that selects the budget ledger (never released; see
+    #: :class:`dpcube.Histogram`); ``None`` for bare counts.
+    dataset: str | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.counts = np.asarray(self.counts, dtype=np.int64)
@@ -139,6 +142,7 @@ def group_sizes(
     hierarchy: RegionHierarchy | str | Any,
     max_size: int,
     top_code: bool = False,
+    dataset: str | None = None,
 ) -> GroupSizeTable:
     """Group-size table of person-level data (spec section 1.1), computed in DuckDB.
 
@@ -148,7 +152,8 @@ def group_sizes(
     :class:`RegionHierarchy`, a path to a hierarchy file, or a ``{region: parent}`` mapping.
 
     Errors: a unit in two leaf regions, a region missing from the hierarchy, a group larger than
-    ``max_size`` (unless ``top_code``), a NULL unit or region.
+    ``max_size`` (unless ``top_code``), a NULL unit or region. ``dataset`` names the data set
+    for its budget ledger (default: the fingerprint of ``source``).
     """
     from dpcube.engine.duckdb_engine import open_source
     from dpcube.engine.sql import DUCKDB
@@ -190,4 +195,7 @@ def group_sizes(
     table = GroupSizeTable.from_frame(frame, h, max_size=max_size, top_code=top_code)
     table.persons = int(frame["persons"].sum())
     table.report = {"groups": table.groups, "persons": table.persons, "max_size": table.max_size}
+    from dpcube.histogram import data_set_identity
+
+    table.dataset = data_set_identity(source, dataset)
     return table

@@ -66,10 +66,19 @@ class CubeSource:
     source: Any
     schema: Schema
     on_out_of_domain: str = "error"
+    #: The data set's name for its budget ledger (default: the fingerprint of ``source``).
+    name: str | None = None
 
     @property
     def report(self) -> dict[str, Any]:
         return {}
+
+    @property
+    def dataset(self) -> str | None:
+        """The data set identity that selects the budget ledger (never released)."""
+        from dpcube.histogram import data_set_identity
+
+        return data_set_identity(self.source, self.name)
 
 
 @dataclass(frozen=True)
@@ -344,7 +353,12 @@ class DataCube(Mechanism):
 
         if schema is None:
             raise SchemaError("--mechanism datacube needs --schema")
-        return CubeSource(args.data, schema, getattr(args, "on_out_of_domain", "error"))
+        return CubeSource(
+            args.data,
+            schema,
+            getattr(args, "on_out_of_domain", "error"),
+            getattr(args, "dataset_identity", None),
+        )
 
     # -- conformance -----------------------------------------------------------------------------
     @classmethod

@@ -227,7 +227,12 @@ class SpatialMechanism(Mechanism):
         from dpcube.mechanisms.spatial.users import bound_contributions
 
         return bound_contributions(
-            args.data, schema, user_column, bound, on_out_of_domain=args.on_out_of_domain
+            args.data,
+            schema,
+            user_column,
+            bound,
+            on_out_of_domain=args.on_out_of_domain,
+            dataset=getattr(args, "dataset_identity", None),
         )
 
     @property

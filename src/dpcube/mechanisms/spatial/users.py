@@ -18,7 +18,7 @@ from typing import Any
 from dpcube.engine.base import OutOfDomainPolicy
 from dpcube.engine.duckdb_engine import DuckDBEngine, open_source
 from dpcube.errors import DataError
-from dpcube.histogram import Histogram
+from dpcube.histogram import Histogram, data_set_identity
 from dpcube.schema import Schema
 
 
@@ -30,11 +30,13 @@ def bound_contributions(
     *,
     on_out_of_domain: OutOfDomainPolicy = "error",
     seed: float | None = None,
+    dataset: str | None = None,
 ) -> Histogram:
     """The histogram of ``source`` with at most ``max_points`` points per value of ``user_column``.
 
     ``seed`` (in [-1, 1]) makes DuckDB's choice of points reproducible (tests); by default it is
     seeded by DuckDB. A NULL user id is refused (it would merge unrelated people into one user).
+    ``dataset`` names the data set for its budget ledger (default: the fingerprint of ``source``).
     """
     if isinstance(max_points, bool) or int(max_points) != max_points or int(max_points) < 1:
         raise DataError(f"max_points must be a positive integer, got {max_points!r}")
@@ -72,4 +74,4 @@ def bound_contributions(
         rows_before_bounding=rows,
         points_dropped=rows - int(report["rows"]),
     )
-    return Histogram(schema, counts, report)
+    return Histogram(schema, counts, report, dataset=data_set_identity(source, dataset))

@@ -1,0 +1,102 @@
+"""Which ledger a release is charged to, and the charge itself (docs/reliability.md section 4).
+
+A data set is identified by its records, not by a path: ``sha256:<fingerprint>`` from
+:func:`dpcube.engine.fingerprint` (one DuckDB scan; a copy, rename or Parquet conversion of the
+same records has the same identity), or ``name:<NAME>`` when the curator names it
+(``--dataset NAME``, ``dpcube.histogram(..., dataset=NAME)``), which wins. The identity is the
+curator's: it selects the ledger and is never written into a release.
+
+:func:`charge_release` is the one accounting step of :meth:`dpcube.mechanisms.base.Mechanism.release`:
+
+- seeded or noiseless releases (tests, never for publication) are charged only to a ledger
+  passed explicitly;
+- otherwise, with ``account=True`` (the default), the ledger passed, or else the data set's own
+  ledger, is charged once, before any noise is drawn;
+- ``account=False`` releases unaccounted: ``metadata.accounted`` is False, the manifest says so
+  and the release is not for publication.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from dpcube.errors import BudgetError, DataError
+from dpcube.privacy.ledger import BudgetLedger
+
+
+def name_identity(name: str) -> str:
+    """The identity of a data set named by its curator."""
+    name = str(name).strip()
+    if not name:
+        raise BudgetError("a data set name must not be empty (--dataset NAME)")
+    return name if name.startswith(("name:", "sha256:")) else f"name:{name}"
+
+
+def identity_of_path(data: str | os.PathLike[str]) -> str:
+    """The identity of the records in the file (or Parquet directory) ``data``; a missing path is refused."""
+    from dpcube.engine import fingerprint
+
+    if not Path(data).exists():
+        raise DataError(
+            f"data file {str(data)!r} does not exist; a ledger belongs to existing data"
+        )
+    return fingerprint(data)
+
+
+def identity_of(data: Any) -> str | None:
+    """The data set identity an input of ``release`` carries (``None`` for bare counts)."""
+    if isinstance(data, str):
+        return data
+    identity = getattr(data, "dataset", None)
+    return str(identity) if identity else None
+
+
+def ledger_for(data: Any, ledger_dir: str | os.PathLike[str] | None = None) -> BudgetLedger:
+    """The ledger of ``data``'s data set: a histogram (or other ``release`` input) or an identity string.
+
+    >>> # ledger_for(dpcube.histogram("people.csv", schema)).set_total(1.0)
+    """
+    identity = identity_of(data)
+    if identity is None:
+        raise BudgetError(
+            f"this {type(data).__name__} has no data set identity (it was built from bare counts): "
+            "pass ledger=BudgetLedger(...), build it with dpcube.histogram(source, schema[, dataset=NAME]), "
+            "or release it unaccounted with account=False"
+        )
+    return BudgetLedger.for_identity(identity, ledger_dir)
+
+
+def charge_release(
+    mechanism: Any,
+    data: Any,
+    metadata: Any,
+    *,
+    ledger: BudgetLedger | None,
+    account: bool,
+    seeded: bool,
+    origin: Any = None,
+) -> BudgetLedger | None:
+    """Charge ``mechanism``'s cost for releasing ``data`` once, or record that it is unaccounted.
+
+    ``data`` is the prepared input; ``origin`` the caller's input, whose identity is used when a
+    ``prepare`` step built a new object without one. Returns the ledger charged (``None`` when
+    the release is unaccounted).
+    """
+    if not account and ledger is not None:
+        raise BudgetError("account=False releases unaccounted: do not pass a ledger as well")
+    if ledger is None and (seeded or not account):
+        metadata.accounted = False
+        return None
+    if ledger is None:
+        identity = identity_of(data) or (identity_of(origin) if origin is not None else None)
+        ledger = ledger_for(identity if identity else data)
+    ledger.charge(
+        mechanism.epsilon,
+        mechanism.charged_delta,
+        mechanism=mechanism.name,
+        release_id=metadata.release_id,
+    )
+    metadata.accounted = True
+    return ledger
