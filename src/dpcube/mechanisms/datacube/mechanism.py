@@ -89,6 +89,8 @@ class CountedCuboids:
     schema: Schema
     counts: dict[int, NDArray[np.int64]]
     report: dict[str, Any]
+    #: The data set identity of the counted input (selects the budget ledger; never released).
+    dataset: str | None = None
 
 
 @dataclass(frozen=True)
@@ -261,7 +263,7 @@ class DataCube(Mechanism):
             )
         plan = self.plan(data.schema)
         true, report = self._true_counts(data, plan)
-        return CountedCuboids(data.schema, true, report)
+        return CountedCuboids(data.schema, true, report, data.dataset)
 
     def noise_support(self, data: Any) -> float:
         """One neighbour changes one cell of each measured cuboid (integer noise, no snapping)."""
