@@ -9,6 +9,9 @@ statistical queries under differential privacy" (VLDB 2018, "HDMM"):
   ``X = I + ΘᵀΘ``; ``X⁻¹ = I − Θᵀ(I_p + ΘΘᵀ)⁻¹Θ`` (Woodbury) keeps each evaluation at O(p n²),
   and the gradient is the closed form of HDMM §6.1 (derived in :func:`pidentity_objective`).
   L-BFGS-B with the bound ``Θ ≥ 0`` over several restarts (seeded) and p values.
+- :func:`opt_marginals` is OPT_M (HDMM §6.3) for workloads in the marginal algebra
+  (``G = Σ_T w_T ⊗ᵢ (I if i ∈ T else J)``): one weight per marginal, ``‖A‖₁ = Σθ``, the error in
+  closed form on the common eigenspaces (:func:`_marginal_tables`), 2^d variables.
 - :func:`opt_kron` is OPT_⊗ (HDMM §6.2, Theorem 6 / Eq. 8): for a workload whose Gram is a sum
   of Kronecker products ``G = Σ_j ⊗ᵢ G_ij`` (one term for a product workload: AllRange(d₁,…),
   Prefix; several for marginals and unions of products) the strategy ``⊗ᵢ Aᵢ`` has
@@ -195,6 +198,94 @@ def opt_kron(
     return KronResult(factors, objective, time.perf_counter() - start)
 
 
+# -- marginals (HDMM §6.3) ------------------------------------------------------------------------
+
+
+def marginal_weights(terms: list[list[FloatArray]]) -> dict[frozenset[int], float] | None:
+    """``G = Σ_T w_T C_T`` with ``C_T = ⊗ᵢ (I if i ∈ T else J)`` (HDMM §6.3), or None.
+
+    Every factor of every Kronecker term must be a multiple of I or of J (the all-ones matrix).
+    """
+    out: dict[frozenset[int], float] = {}
+    for term in terms:
+        coef, axes = 1.0, set()
+        for i, f in enumerate(term):
+            c = float(f[0, 0])
+            if f.shape[0] > 1 and np.allclose(f, c * np.eye(f.shape[0])):
+                axes.add(i)
+            elif not np.allclose(f, c):
+                return None
+            coef *= c
+        key = frozenset(axes)
+        out[key] = out.get(key, 0.0) + coef
+    return out
+
+
+def _subsets(k: int) -> list[frozenset[int]]:
+    return [frozenset(i for i in range(k) if mask >> i & 1) for mask in range(2**k)]
+
+
+def _marginal_tables(
+    weights: dict[frozenset[int], float], dims: Sequence[int]
+) -> tuple[list[frozenset[int]], FloatArray, FloatArray, FloatArray, FloatArray]:
+    """Spectral tables of the marginal algebra.
+
+    Per axis ``I = P + Q`` and ``J = nᵢ P`` (P = J/nᵢ), so the projectors
+    ``E_R = ⊗ (Q if i ∈ R else P)`` (rank ``Πᵢ∈R (nᵢ − 1)``) diagonalise every ``C_S``:
+    ``C_S E_R = [R ⊆ S] Π_{i∉S} nᵢ E_R``. Returns subsets, ``rank(R)``, ``g(R)`` (the workload's
+    eigenvalue on E_R), the 0/1 containment matrix ``[R ⊆ S]`` and ``c_S = Π_{i∉S} nᵢ``.
+    """
+    subs = _subsets(len(dims))
+    rank = np.array([math.prod(dims[i] - 1 for i in r) for r in subs], dtype=np.float64)
+    c = np.array(
+        [math.prod(d for i, d in enumerate(dims) if i not in s_) for s_ in subs], dtype=np.float64
+    )
+    contain = np.array([[1.0 if r <= s_ else 0.0 for s_ in subs] for r in subs])
+    w = np.array([weights.get(s_, 0.0) for s_ in subs])
+    g = contain @ (w * c)
+    return subs, rank, g, contain, c
+
+
+def marginals_objective(
+    theta: FloatArray, rank: FloatArray, g: FloatArray, contain: FloatArray, c: FloatArray
+) -> tuple[float, FloatArray]:
+    """``(Σθ)² Σ_R rank(R) g(R) / x(R)`` with ``x(R) = Σ_{S ⊇ R} θ_S² c_S`` and its gradient.
+
+    ``A = [θ_S M_S]_S`` (M_S the marginal on S) has ``‖A‖₁ = Σθ`` and ``AᵀA = Σ θ_S² C_S``, so this
+    is ``‖A‖₁² tr(G (AᵀA)⁻¹)`` (HDMM §6.3); E_R with ``g(R) = 0`` are skipped (pseudo-inverse).
+    """
+    live = g > 0
+    x = contain[live] @ (theta**2 * c)
+    if np.any(x <= 0):
+        return math.inf, np.zeros_like(theta)
+    terms = rank[live] * g[live] / x
+    total = float(terms.sum())
+    s1 = float(theta.sum())
+    grad = 2.0 * s1 * total - s1**2 * (contain[live].T @ (terms / x)) * 2.0 * theta * c
+    return s1**2 * total, grad
+
+
+def opt_marginals(
+    weights: dict[frozenset[int], float], dims: Sequence[int], *, restarts: int = 4, seed: int = 0
+) -> tuple[list[frozenset[int]], FloatArray, float]:
+    """OPT_M: the weights θ_S of the marginals strategy (L-BFGS-B, seeded restarts)."""
+    subs, rank, g, contain, c = _marginal_tables(weights, dims)
+    rng = np.random.default_rng(seed)
+    best_theta, best = np.zeros(len(subs)), math.inf
+    for _ in range(restarts):
+        res = scipy.optimize.minimize(
+            marginals_objective,
+            rng.uniform(0.1, 1.0, size=len(subs)),
+            args=(rank, g, contain, c),
+            jac=True,
+            method="L-BFGS-B",
+            bounds=[(0.0, None)] * len(subs),
+        )
+        if float(res.fun) < best:
+            best, best_theta = float(res.fun), np.asarray(res.x)
+    return subs, best_theta / best_theta.sum(), best
+
+
 # -- Gaussian optimum ------------------------------------------------------------------------------
 
 
@@ -287,6 +378,7 @@ def optimized_strategy(workload: Any, *, seed: int = 0) -> Any:
         hierarchical,
         identity,
         kron,
+        stack,
         wavelet,
     )
 
@@ -312,9 +404,24 @@ def optimized_strategy(workload: Any, *, seed: int = 0) -> Any:
     }
     res = opt_kron(terms, seed=seed)
     errors["pidentity"] = _kron_l1_error(terms, res.factors)
+    mw = marginal_weights(terms) if len(dims) > 1 else None
+    if mw is not None:
+        subs, theta, errors["marginals"] = opt_marginals(mw, dims, seed=seed)
     winner = min(errors, key=lambda k: errors[k])
     if winner == "pidentity":
         out = kron([dense(f, name="pidentity") for f in res.factors], name="opt")
+    elif winner == "marginals":
+        parts = []
+        for sub, t in zip(subs, theta, strict=True):
+            if t <= 0:
+                continue
+            first = min(sub) if sub else 0
+            factors = []
+            for i, d in enumerate(dims):
+                base = np.eye(d) if i in sub else np.ones((1, d))
+                factors.append(dense(t * base) if i == first else dense(base))
+            parts.append(kron(factors))
+        out = stack(parts, name="opt")
     else:
         out = kron(fixed[winner], name="opt")
     out.name = "opt"
@@ -333,7 +440,10 @@ __all__ = [
     "gaussian_optimum",
     "gaussian_optimum_dense",
     "kron_terms",
+    "marginal_weights",
+    "marginals_objective",
     "opt_kron",
+    "opt_marginals",
     "opt_pidentity",
     "optimized_strategy",
     "pidentity_matrix",
