@@ -141,3 +141,13 @@ def test_marginals_parameterisation_gradient_and_operator_agree() -> None:
     exact = op.l1_sensitivity() ** 2 * GramSolver.for_strategy(op).trace_with(w.gram)
     assert exact == pytest.approx(s.info["opt_l1_error_unit"], rel=1e-9)
     assert exact < _l1_error(w, "identity")
+
+
+def test_gauss_opt_strategy_attains_the_certified_optimum() -> None:
+    result = plan(prefix((16,)), 1.0, 1e-6, ["gauss-opt", "wavelet", "eigen"])
+    gap = result["optimum"]["gap"]
+    assert 0 <= gap < 1e-3
+    rows = result["strategies"]
+    assert rows["gauss-opt"]["ratio_to_optimum"] == pytest.approx(1.0, abs=1e-9)
+    assert result["recommended"] == "gauss-opt"
+    assert rows["eigen"]["ratio_to_optimum"] > 1.0

@@ -68,6 +68,7 @@ STRATEGIES = (
     "lsa-separated",
     "lsa-generalized",
     "opt",
+    "gauss-opt",
 )
 
 #: Largest domain on which the dense strategies (eigen, LSA) are built.
@@ -123,6 +124,10 @@ def make_strategy(
         from dpcube.mechanisms.matrix.optimize import optimized_strategy
 
         return optimized_strategy(w)
+    if name == "gauss-opt":
+        from dpcube.mechanisms.matrix.optimize import gaussian_optimal_strategy
+
+        return gaussian_optimal_strategy(w)
     if name == "eigen":
         return eigen(w.gram, w.to_dict())
     if name == "lsa":

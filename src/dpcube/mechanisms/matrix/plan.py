@@ -40,6 +40,11 @@ from dpcube.schema import Schema
 #: LSA runs in ``dpcube plan`` only up to this many cells (it is O(k n³)).
 MAX_LSA_CELLS = 1024
 
+#: With delta, the Gaussian optimum is solved densely per axis up to this many cells (an
+#: eigendecomposition per iteration); ``gauss-opt`` is listed by default up to MAX_GAUSS_OPT_AXIS.
+MAX_OPTIMUM_AXIS = 2048
+MAX_GAUSS_OPT_AXIS = 256
+
 
 def applicable(workload: Workload) -> list[str]:
     """Strategies that apply to the workload's grid (power-of-two axes for the wavelet, dense
@@ -59,11 +64,11 @@ def applicable(workload: Workload) -> list[str]:
         len(workload.dims) == 1 and n <= MAX_DENSE_CELLS
     ):
         names.append("opt")
+    gram = workload.gram
+    axes = [f.cols for f in gram.factors] if isinstance(gram, Kronecker) else [gram.cols]
+    if max(axes) <= MAX_GAUSS_OPT_AXIS and (isinstance(gram, Kronecker) or n <= MAX_DENSE_CELLS):
+        names.append("gauss-opt")
     return names
-
-
-#: The Gaussian optimum is solved densely per axis up to this many cells (O(n³) per iteration).
-MAX_OPTIMUM_AXIS = 2048
 
 
 def plan(
@@ -88,8 +93,9 @@ def plan(
     }
     optimum = None
     gram = workload.gram
+    n_ok = workload.n <= MAX_DENSE_CELLS
     axes = [f.cols for f in gram.factors] if isinstance(gram, Kronecker) else [gram.cols]
-    if gaussian and max(axes) <= MAX_OPTIMUM_AXIS:
+    if gaussian and max(axes) <= MAX_OPTIMUM_AXIS and (isinstance(gram, Kronecker) or n_ok):
         optimum = gaussian_optimum(gram)
         out["optimum"] = {**optimum.to_dict(), "error": unit * optimum.primal}
     mech = MatrixMechanism(epsilon, delta)
@@ -172,4 +178,12 @@ def handler(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["MAX_LSA_CELLS", "MAX_OPTIMUM_AXIS", "applicable", "handler", "plan", "register"]
+__all__ = [
+    "MAX_GAUSS_OPT_AXIS",
+    "MAX_LSA_CELLS",
+    "MAX_OPTIMUM_AXIS",
+    "applicable",
+    "handler",
+    "plan",
+    "register",
+]
