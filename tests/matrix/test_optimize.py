@@ -151,3 +151,21 @@ def test_gauss_opt_strategy_attains_the_certified_optimum() -> None:
     assert rows["gauss-opt"]["ratio_to_optimum"] == pytest.approx(1.0, abs=1e-9)
     assert result["recommended"] == "gauss-opt"
     assert rows["eigen"]["ratio_to_optimum"] > 1.0
+
+
+def test_release_with_opt_strategy_rebuilds_from_its_spec() -> None:
+    from dpcube.histogram import Histogram
+    from dpcube.mechanisms.matrix.strategies import build_strategy
+    from dpcube.schema import Schema
+
+    schema = Schema.from_dict(
+        {"attributes": [{"name": "a", "kind": "ordinal", "range": [0, 15], "width": 1}]}
+    )
+    mech = MatrixMechanism(1.0, strategy="opt", workload="prefix:16")
+    counts = np.arange(16.0)
+    release = mech.release(Histogram(schema, counts), random_state=NO_NOISE)
+    assert release.metadata.noise["strategy"] == "opt"
+    s, _ = mech.resolve(schema)
+    rebuilt = build_strategy(s.spec).operator.dense()
+    assert np.allclose(rebuilt, s.operator.dense())
+    assert s.operator.l1_sensitivity() == pytest.approx(1.0)
