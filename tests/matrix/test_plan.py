@@ -19,15 +19,15 @@ def test_plan_errors_and_recommendation() -> None:
     unit = gaussian_sigma(1.0, 1.0, 1e-6) ** 2
     assert result["svdb"] == pytest.approx(unit * 404.482931, rel=1e-6)
     assert set(result["strategies"]) >= {"identity", "hierarchical", "wavelet", "eigen", "lsa"}
-    assert result["strategies"]["identity"]["error"] == pytest.approx(
+    assert result["strategies"]["identity"]["nominal_error"] == pytest.approx(
         unit * 16 * 17 * 18 / 6, rel=1e-9
     )
     assert result["strategies"]["lsa"]["ratio"] == pytest.approx(418.717231 / 404.482931, rel=1e-6)
     for row in result["strategies"].values():
         assert row["ratio"] >= 1 - 1e-9
-    assert result["recommended"] == "lsa"
+    assert result["recommended"] == "gauss-opt"  # attains the certified optimum
     laplace = plan(allrange((16,)), 0.5, None, ["identity", "wavelet"])
-    assert laplace["strategies"]["identity"]["error"] == pytest.approx(8 * 816, rel=1e-9)
+    assert laplace["strategies"]["identity"]["nominal_error"] == pytest.approx(8 * 816, rel=1e-9)
     assert laplace["svdb"] == pytest.approx(8 * svdb(allrange((16,)).gram), rel=1e-9)
 
 

@@ -51,7 +51,7 @@ from dpcube.mechanisms.matrix.workloads import (
     resolve_workload,
 )
 from dpcube.privacy.neighbours import Neighbour
-from dpcube.privacy.random import RandomSource
+from dpcube.privacy.random import NO_NOISE, RandomSource
 from dpcube.privacy.samplers import gaussian_sigma, snapped_gaussian, snapped_laplace
 from dpcube.release.base import ReleaseMetadata
 from dpcube.release.cells import CellRelease
@@ -67,6 +67,8 @@ STRATEGIES = (
     "lsa",
     "lsa-separated",
     "lsa-generalized",
+    "opt",
+    "gauss-opt",
 )
 
 #: Largest domain on which the dense strategies (eigen, LSA) are built.
@@ -118,6 +120,14 @@ def make_strategy(
             f"strategy {name!r} builds a dense {n}x{n} matrix; the grid has more than {MAX_DENSE_CELLS} "
             "cells: use 'hierarchical' or 'wavelet' (Kronecker) or a coarser schema"
         )
+    if name == "opt":
+        from dpcube.mechanisms.matrix.optimize import optimized_strategy
+
+        return optimized_strategy(w)
+    if name == "gauss-opt":
+        from dpcube.mechanisms.matrix.optimize import gaussian_optimal_strategy
+
+        return gaussian_optimal_strategy(w)
     if name == "eigen":
         return eigen(w.gram, w.to_dict())
     if name == "lsa":
@@ -276,6 +286,28 @@ class MatrixMechanism(Mechanism):
         if self.neighbour == Neighbour.ADD_REMOVE.value:
             return base
         return (math.sqrt(2.0) if op.nonnegative() else 2.0) * base
+
+    def release_noise_variance(self, strategy: Strategy) -> float:
+        """Per-row noise variance a release with this strategy will have: the snapped sampler's
+        (enlarged sigma / discrete Laplace) variance, not the nominal ``2(Δ/ε)²`` or ``σ²``."""
+        sensitivity = self.sensitivity(strategy)
+        support = self.support(strategy)
+        zero = np.zeros(1)
+        if self.noise == "laplace":
+            _, draw = snapped_laplace(
+                zero,
+                sensitivity / self.epsilon,
+                epsilon=self.epsilon,
+                support=support,
+                source=NO_NOISE,
+            )
+        else:
+            assert self.delta is not None
+            sigma = gaussian_sigma(sensitivity, self.epsilon, self.delta)
+            _, draw = snapped_gaussian(
+                zero, sigma, l2_sensitivity=sensitivity, support=support, source=NO_NOISE
+            )
+        return float(np.max(draw.variance))
 
     def support(self, strategy: Strategy) -> int:
         s = int(strategy.operator.column_support().max())

@@ -1,0 +1,171 @@
+"""Optimised strategies (HDMM OPT_0 / OPT_⊗) and the Gaussian optimum (issue #12)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.optimize
+
+from dpcube.linalg.solve import GramSolver
+from dpcube.mechanisms.matrix.mechanism import MatrixMechanism, make_strategy
+from dpcube.mechanisms.matrix.optimize import (
+    _marginal_tables,
+    gaussian_optimum,
+    gaussian_optimum_dense,
+    kron_terms,
+    marginal_weights,
+    marginals_objective,
+    opt_pidentity,
+    pidentity_matrix,
+    pidentity_objective,
+)
+from dpcube.mechanisms.matrix.plan import plan
+from dpcube.mechanisms.matrix.workloads import (
+    Workload,
+    allrange,
+    allrange_gram_1d,
+    from_matrix,
+    marginals,
+    prefix,
+)
+from dpcube.privacy import NO_NOISE
+
+
+def test_pidentity_gradient_matches_finite_differences() -> None:
+    rng = np.random.default_rng(3)
+    n, p = 10, 3
+    gram = allrange_gram_1d(n)
+    theta = rng.uniform(0.1, 1.0, size=p * n)
+    f, grad = pidentity_objective(theta, gram, p)
+    a = pidentity_matrix(theta.reshape(p, n))
+    assert np.abs(a).sum(axis=0) == pytest.approx(np.ones(n))
+    assert f == pytest.approx(float(np.sum(gram * np.linalg.inv(a.T @ a))), rel=1e-12)
+    numeric = scipy.optimize.approx_fprime(
+        theta, lambda t: pidentity_objective(t, gram, p)[0], 1e-7
+    )
+    # forward differences: error O(h·f'') ~ 1e-7 relative to the gradient's scale
+    assert np.linalg.norm(numeric - grad) <= 1e-5 * np.linalg.norm(grad)
+
+
+def _l1_error(workload: Workload, name: str) -> float:
+    return float(plan(workload, 1.0, None, [name])["strategies"][name]["nominal_error"])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_opt_never_worse_than_fixed_strategies_on_random_workloads(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    w = from_matrix((rng.random((12, 16)) < 0.4).astype(float), (16,))
+    opt = _l1_error(w, "opt")
+    for name in ("identity", "hierarchical", "wavelet", "lsa"):
+        assert opt <= _l1_error(w, name) * (1 + 1e-9), name
+    two_d = allrange((4, 8))
+    assert _l1_error(two_d, "opt") <= min(
+        _l1_error(two_d, n) for n in ("identity", "hierarchical", "wavelet")
+    ) * (1 + 1e-9)
+
+
+def test_opt_beats_identity_on_prefix_and_is_reproducible() -> None:
+    g = prefix((32,)).gram.dense()
+    a, b = opt_pidentity(g, seed=5), opt_pidentity(g, seed=5)
+    assert a.objective == b.objective
+    assert a.objective < 0.7 * np.trace(g)  # measured 0.60
+    s = make_strategy("opt", (32,), prefix((32,)))
+    assert s.info["opt_winner"] == "pidentity"
+
+
+def test_gaussian_optimum_matches_an_independent_dense_solver() -> None:
+    n = 6
+    gram = allrange_gram_1d(n)
+    opt = gaussian_optimum_dense(gram)
+    assert 0 <= opt.gap < 1e-6
+
+    # independent primal: X = BᵀB with unit-norm columns (diag X = 1), free B, numeric gradients
+    def obj(b: np.ndarray) -> float:
+        m = b.reshape(n, n)
+        m = m / np.linalg.norm(m, axis=0)
+        return float(np.sum(gram * np.linalg.inv(m.T @ m)))
+
+    best = min(
+        scipy.optimize.minimize(obj, np.random.default_rng(s).normal(size=n * n), method="BFGS").fun
+        for s in range(3)
+    )
+    assert opt.dual <= best * (1 + 1e-9)
+    assert best == pytest.approx(opt.primal, rel=1e-4)
+
+
+def test_gaussian_optimum_kronecker_factors() -> None:
+    w = allrange((4, 8))
+    kron = gaussian_optimum(w.gram)
+    dense = gaussian_optimum_dense(w.gram.dense())
+    assert kron.gap < 1e-4 and dense.gap < 1e-4
+    assert kron.primal == pytest.approx(dense.primal, rel=2e-4)
+
+
+def test_plan_reports_the_release_error_and_ratio_to_optimum() -> None:
+    w = allrange((16,))
+    result = plan(w, 1.0, 1e-6, ["eigen", "wavelet"])
+    assert result["optimum"]["gap"] < 1e-3
+    mech = MatrixMechanism(1.0, 1e-6, strategy="eigen", workload="allrange:16")
+    from dpcube.histogram import Histogram
+    from dpcube.schema import Schema
+
+    schema = Schema.from_dict(
+        {"attributes": [{"name": "a", "kind": "ordinal", "range": [0, 15], "width": 1}]}
+    )
+    release = mech.release(Histogram(schema, np.zeros(16)), random_state=NO_NOISE)
+    row = result["strategies"]["eigen"]
+    assert row["error"] == pytest.approx(
+        release.metadata.noise["expected_total_squared_error"], rel=1e-9
+    )
+    assert row["error"] > row["nominal_error"]
+    for r in result["strategies"].values():
+        assert r["ratio_to_optimum"] >= 1 - 2 * result["optimum"]["gap"]
+
+
+def test_marginals_parameterisation_gradient_and_operator_agree() -> None:
+    w = marginals(2, (3, 4, 2))
+    terms = kron_terms(w.gram)
+    assert terms is not None
+    weights = marginal_weights(terms)
+    assert weights == {frozenset({0, 1}): 1.0, frozenset({0, 2}): 1.0, frozenset({1, 2}): 1.0}
+    tables = _marginal_tables(weights, (3, 4, 2))[1:]
+    theta = np.random.default_rng(0).uniform(0.2, 1.0, size=8)
+    _, grad = marginals_objective(theta, *tables)
+    numeric = scipy.optimize.approx_fprime(
+        theta, lambda t: marginals_objective(t, *tables)[0], 1e-7
+    )
+    assert np.linalg.norm(numeric - grad) <= 1e-5 * np.linalg.norm(grad)
+    s = make_strategy("opt", (3, 4, 2), w)
+    assert s.info["opt_winner"] == "marginals"
+    op = s.operator
+    exact = op.l1_sensitivity() ** 2 * GramSolver.for_strategy(op).trace_with(w.gram)
+    assert exact == pytest.approx(s.info["opt_l1_error_unit"], rel=1e-9)
+    assert exact < _l1_error(w, "identity")
+
+
+def test_gauss_opt_strategy_attains_the_certified_optimum() -> None:
+    result = plan(prefix((16,)), 1.0, 1e-6, ["gauss-opt", "wavelet", "eigen"])
+    gap = result["optimum"]["gap"]
+    assert 0 <= gap < 1e-3
+    rows = result["strategies"]
+    assert rows["gauss-opt"]["ratio_to_optimum"] == pytest.approx(1.0, abs=1e-9)
+    assert result["recommended"] == "gauss-opt"
+    assert rows["eigen"]["ratio_to_optimum"] > 1.0
+
+
+def test_release_with_opt_strategy_rebuilds_from_its_spec() -> None:
+    from dpcube.histogram import Histogram
+    from dpcube.mechanisms.matrix.strategies import build_strategy
+    from dpcube.schema import Schema
+
+    schema = Schema.from_dict(
+        {"attributes": [{"name": "a", "kind": "ordinal", "range": [0, 15], "width": 1}]}
+    )
+    mech = MatrixMechanism(1.0, strategy="opt", workload="prefix:16")
+    counts = np.arange(16.0)
+    release = mech.release(Histogram(schema, counts), random_state=NO_NOISE)
+    assert release.metadata.noise["strategy"] == "opt"
+    s, _ = mech.resolve(schema)
+    rebuilt = build_strategy(s.spec).operator.dense()
+    assert np.allclose(rebuilt, s.operator.dense())
+    assert s.operator.l1_sensitivity() == pytest.approx(1.0)
