@@ -18,7 +18,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 _COMMON = {
     "deadline": None,
-    "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+    "suppress_health_check": [
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.filter_too_much,
+    ],
     "print_blob": True,
 }
 # ``ci`` does not shrink (a failure there is re-run under ``dev`` to minimise it): an xfail

@@ -133,7 +133,9 @@ def ledger_state(ledger_dir: Path) -> dict[str, Any]:
                 else []
             )
             charges = (
-                con.execute("SELECT release_id, epsilon, delta FROM charges ORDER BY seq").fetchall()
+                con.execute(
+                    "SELECT release_id, epsilon, delta FROM charges ORDER BY seq"
+                ).fetchall()
                 if "charges" in tables
                 else []
             )

@@ -38,9 +38,7 @@ def _printable(s: str) -> bool:
 #: Category values: always a string here; the schema stores categories as text.
 category_text = st.one_of(
     st.text(alphabet="ABCDxyz", min_size=1, max_size=4),
-    st.lists(st.sampled_from(["A", "b", *SPECIAL, *UNICODE]), min_size=1, max_size=3).map(
-        "".join
-    ),
+    st.lists(st.sampled_from(["A", "b", *SPECIAL, *UNICODE]), min_size=1, max_size=3).map("".join),
     st.sampled_from(["NULL", "null", "NaN", "true", "01", "1", "-", "DROP TABLE src; --"]),
 )
 
@@ -124,7 +122,9 @@ ATTRIBUTE_MUTATIONS: dict[str, Any] = {
     "range": st.one_of(
         junk,
         st.tuples(st.integers(0, 10), st.integers(-10, -1)).map(list),  # inverted
-        st.lists(st.sampled_from([0.0, 1.0, float("nan"), float("inf"), -float("inf")]), max_size=3),
+        st.lists(
+            st.sampled_from([0.0, 1.0, float("nan"), float("inf"), -float("inf")]), max_size=3
+        ),
     ),
     "width": st.one_of(junk, st.sampled_from([0, -1, 1e-300, float("nan")])),
     "edges": st.one_of(
@@ -279,7 +279,9 @@ def table_for(draw: st.DrawFn, schema: dict[str, Any], dirty: bool) -> Table:
         cols[attr.get("column", attr["name"])] = values
     if dirty and draw(st.booleans()):
         extra = draw(name_text.filter(lambda s: s not in cols))
-        cols[extra] = draw(st.lists(st.sampled_from(["x", "é", "a,b", 'q"q']), min_size=n, max_size=n))
+        cols[extra] = draw(
+            st.lists(st.sampled_from(["x", "é", "a,b", 'q"q']), min_size=n, max_size=n)
+        )
     return Table(cols, wrong)
 
 
@@ -365,7 +367,10 @@ def release_argv(draw: st.DrawFn) -> CliCase:
     if argv[1] == "{missing}":
         bad.append("missing data")
     if draw(st.integers(0, 9)):
-        argv += ["--schema", draw(st.sampled_from(["{schema}"] * 6 + ["{bad_schema}", "{missing}"]))]
+        argv += [
+            "--schema",
+            draw(st.sampled_from(["{schema}"] * 6 + ["{bad_schema}", "{missing}"])),
+        ]
         if argv[-1] != "{schema}":
             bad.append("bad schema")
     else:
@@ -501,7 +506,11 @@ def plan_argv(draw: st.DrawFn) -> CliCase:
     argv = ["plan", "--workload", workload, f"--epsilon={eps}"]
     if draw(st.integers(0, 3)) == 0:
         argv += ["--strategies", draw(st.sampled_from(["identity", "nosuch", ",", "lsa"]))]
-    bad = [] if workload in ("allrange:8", "prefix:16", "allrange:4x4") and eps in EPSILONS_OK else ["x"]
+    bad = (
+        []
+        if workload in ("allrange:8", "prefix:16", "allrange:4x4") and eps in EPSILONS_OK
+        else ["x"]
+    )
     return CliCase(tuple(argv), "plan", tuple(bad))
 
 

@@ -169,7 +169,7 @@ def test_release_command_lines() -> None:
 
 
 def test_query_command_lines() -> None:
-    _run(query_argv(), 120, 0.2, 0.2)
+    _run(query_argv(), 120, 0.1, 0.2)
 
 
 def test_budget_command_lines() -> None:

@@ -60,7 +60,10 @@ def _spatial(attr: dict[str, Any], lat: Any, lon: Any) -> list[tuple[str, int]]:
         return [("null", -1), ("null", -1)]
     lat0, lon0, lat1, lon1 = attr["bbox"]
     out = []
-    for v, lo, hi, n in ((lat, lat0, lat1, attr["resolution"][0]), (lon, lon0, lon1, attr["resolution"][1])):
+    for v, lo, hi, n in (
+        (lat, lat0, lat1, attr["resolution"][0]),
+        (lon, lon0, lon1, attr["resolution"][1]),
+    ):
         if v < lo:
             out.append(("below", -1))
         elif v > hi:
@@ -70,7 +73,9 @@ def _spatial(attr: dict[str, Any], lat: Any, lon: Any) -> list[tuple[str, int]]:
     return out
 
 
-def reference(schema_d: dict[str, Any], table: Table, policy: str) -> dict[tuple[int, ...], int] | None:
+def reference(
+    schema_d: dict[str, Any], table: Table, policy: str
+) -> dict[tuple[int, ...], int] | None:
     """Counts per cell (sparse), or None where the file must be refused."""
     if table.wrong_type:
         return None
@@ -121,7 +126,10 @@ def write(table: Table, path: Path, fmt: str) -> None:
             w.writerow(list(table.columns))
             for i in range(table.rows):
                 w.writerow(
-                    ["" if c[i] is None else (repr(c[i]) if isinstance(c[i], float) else c[i]) for c in table.columns.values()]
+                    [
+                        "" if c[i] is None else (repr(c[i]) if isinstance(c[i], float) else c[i])
+                        for c in table.columns.values()
+                    ]
                 )
         return
     arrays = {}
@@ -130,20 +138,30 @@ def write(table: Table, path: Path, fmt: str) -> None:
         if kinds <= {int}:
             arrays[name] = pa.array(values, type=pa.int64())
         elif kinds <= {int, float}:
-            arrays[name] = pa.array([None if v is None else float(v) for v in values], type=pa.float64())
+            arrays[name] = pa.array(
+                [None if v is None else float(v) for v in values], type=pa.float64()
+            )
         else:
-            arrays[name] = pa.array([None if v is None else str(v) for v in values], type=pa.string())
+            arrays[name] = pa.array(
+                [None if v is None else str(v) for v in values], type=pa.string()
+            )
     pq.write_table(pa.table(arrays), path)
 
 
 def schema_and_table() -> st.SearchStrategy[tuple[dict[str, Any], Table, bool]]:
     return valid_schema_dict().flatmap(
-        lambda d: st.booleans().flatmap(lambda dirty: table_for(d, dirty).map(lambda t: (d, t, dirty)))
+        lambda d: st.booleans().flatmap(
+            lambda dirty: table_for(d, dirty).map(lambda t: (d, t, dirty))
+        )
     )
 
 
 def _columns_distinct(d: dict[str, Any]) -> bool:
-    cols = [c for a in d["attributes"] for c in (a["columns"] if a["kind"] == "spatial" else [a["name"]])]
+    cols = [
+        c
+        for a in d["attributes"]
+        for c in (a["columns"] if a["kind"] == "spatial" else [a["name"]])
+    ]
     return len(set(cols)) == len(cols) and len({c.lower() for c in cols}) == len(cols)
 
 
@@ -170,7 +188,10 @@ def _check(fmt: str, seen: Counter[str], only_plain_names: bool) -> None:
                 )
                 return
         assert expected is not None, "a file that breaks the policy was accepted"
-        got = {tuple(int(i) for i in k): int(hist.counts[k]) for k in zip(*hist.counts.nonzero(), strict=True)}
+        got = {
+            tuple(int(i) for i in k): int(hist.counts[k])
+            for k in zip(*hist.counts.nonzero(), strict=True)
+        }
         assert got == expected
         seen["accepted"] += 1
         event("accepted")

@@ -36,10 +36,16 @@ def _interval(attr: dict[str, Any], c: Any) -> tuple[int, int]:
     return int(c[0]), int(c[1])
 
 
-def reference_sum(d: dict[str, Any], cells: dict[tuple[int, ...], int], query: dict[str, Any]) -> int:
+def reference_sum(
+    d: dict[str, Any], cells: dict[tuple[int, ...], int], query: dict[str, Any]
+) -> int:
     ranges = []
     for attr in d["attributes"]:
-        lo, hi = _interval(attr, query[attr["name"]]) if attr["name"] in query else (0, attribute_size(attr) - 1)
+        lo, hi = (
+            _interval(attr, query[attr["name"]])
+            if attr["name"] in query
+            else (0, attribute_size(attr) - 1)
+        )
         ranges.append(range(lo, hi + 1))
     return sum(cells.get(idx, 0) for idx in product(*ranges))
 
@@ -54,7 +60,9 @@ def test_queries_answer_the_sum_of_released_cells() -> None:
     @settings(max_examples=cases(150))
     @given(
         valid_schema_dict(max_attributes=3, spatial=False, names=NAMES).flatmap(
-            lambda d: st.tuples(st.just(d), st.lists(query_for(d), min_size=1, max_size=4), st.integers(0, 2**31))
+            lambda d: st.tuples(
+                st.just(d), st.lists(query_for(d), min_size=1, max_size=4), st.integers(0, 2**31)
+            )
         )
     )
     def prop(case: tuple[dict[str, Any], list[tuple[dict[str, Any], bool]], int]) -> None:
@@ -106,9 +114,9 @@ def test_repeated_attribute_in_where_is_refused() -> None:
     @given(st.sampled_from(["x=0..1, x=2..2", "y=a, y=b", "x=0..4,y=a,x=1", "y=b , y=b"]))
     def prop(where: str) -> None:
         with sandbox() as root:
-            Identity(1.0).release(Histogram(schema, np.ones(schema.shape, int)), random_state=1).save(
-                root / "rel"
-            )
+            Identity(1.0).release(
+                Histogram(schema, np.ones(schema.shape, int)), random_state=1
+            ).save(root / "rel")
             cli = run_cli(["query", str(root / "rel"), "--where", where])
             assert cli.code == 2 and not error_problems(cli), (where, cli)
 
