@@ -201,14 +201,18 @@ def _check(fmt: str, seen: Counter[str], only_plain_names: bool) -> None:
     assert seen["accepted"] >= 0.25 * total and seen["refused"] >= 0.05 * total, seen
 
 
-@pytest.mark.xfail(
-    reason="issue #11 part 6: data validation (see the report for the minimal file)", strict=False
+CSV_XFAIL = pytest.mark.xfail(
+    reason="issue #11 part 6: a CSV whose header holds a line break (or other text the DuckDB "
+    "sniffer cannot parse) raises duckdb.InvalidInputException, not a DataError",
+    strict=False,
 )
-@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+
+
+@pytest.mark.parametrize("fmt", [pytest.param("csv", marks=CSV_XFAIL), "parquet"])
 def test_histogram_equals_reference_or_dpcube_error(fmt: str) -> None:
     _check(fmt, Counter(), only_plain_names=False)
 
 
-@pytest.mark.parametrize("fmt", ["csv", "parquet"])
-def test_histogram_with_plain_column_names(fmt: str) -> None:
-    _check(fmt, Counter(), only_plain_names=True)
+def test_csv_histogram_with_plain_column_names() -> None:
+    """The CSV half of the property over identifier-like column names (passes today)."""
+    _check("csv", Counter(), only_plain_names=True)
