@@ -1,9 +1,9 @@
 """Hypothesis profiles of the fuzzing suite, and its helper modules on ``sys.path``.
 
 ``ci`` (the default, run by ``make test``): a few thousand cases in all, derandomized so that CI
-is reproducible; it does not shrink. ``dev`` shrinks (to minimise a failure). ``long`` (``DPCUBE_FUZZ_PROFILE=long``): ten times as many, random seeds; the
+is reproducible; it does not shrink. ``dev`` shrinks (to minimise a failure). ``long`` (``DPCUBE_FUZZ_PROFILE=long``): twelve times as many, random seeds; the
 documented run of docs/reliability.md section 7. Each test scales its ``ci`` budget by
-``scale()`` (1 under ``ci``, 10 under ``long``, or ``DPCUBE_FUZZ_SCALE``).
+``scale()`` (1 under ``ci``, 12 under ``long``, or ``DPCUBE_FUZZ_SCALE``).
 """
 
 from __future__ import annotations

@@ -181,11 +181,11 @@ def diff(before: dict[str, FileInfo], after: dict[str, FileInfo]) -> dict[str, l
 
 
 def scale() -> float:
-    """Multiplier of every property's ``ci`` case count: 10 under ``DPCUBE_FUZZ_PROFILE=long``
+    """Multiplier of every property's ``ci`` case count: 12 under ``DPCUBE_FUZZ_PROFILE=long``
     (or ``DPCUBE_FUZZ_SCALE``)."""
     if "DPCUBE_FUZZ_SCALE" in os.environ:
         return float(os.environ["DPCUBE_FUZZ_SCALE"])
-    return 10.0 if os.environ.get("DPCUBE_FUZZ_PROFILE") == "long" else 1.0
+    return 12.0 if os.environ.get("DPCUBE_FUZZ_PROFILE") == "long" else 1.0
 
 
 def cases(ci: int) -> int:
