@@ -67,9 +67,14 @@ def _read_path(
     if name.endswith((".csv", ".csv.gz", ".tsv", ".txt", ".txt.gz")):
         # The CSV sniffer would type a column of "F" as BOOLEAN and "01" as INTEGER; columns read
         # as categories keep their text.
-        header = con.read_csv(str(path)).columns
+        # Quoting is RFC 4180 ('"', doubled to escape): left to the sniffer, a column of "'"
+        # values makes it pick "'" as the quote and silently merge rows.
+        q = '"'
+        header = con.read_csv(str(path), quotechar=q, escapechar=q).columns
         text = {c: "VARCHAR" for c in text_columns if c in header}
-        return con.read_csv(str(path), dtype=text) if text else con.read_csv(str(path))
+        if text:
+            return con.read_csv(str(path), dtype=text, quotechar=q, escapechar=q)
+        return con.read_csv(str(path), quotechar=q, escapechar=q)
     if name.endswith((".json", ".jsonl", ".ndjson")):
         return con.read_json(str(path))
     raise DataError(f"cannot tell the format of {str(path)!r}: use a .csv, .parquet or .json file")
