@@ -91,9 +91,9 @@ def valid_schema_dict(
 ) -> dict[str, Any]:
     """A valid schema dict with 1..max_attributes attributes of small domains."""
     names = draw(
-        st.lists(names or name_text, min_size=1, max_size=max_attributes, unique=True).filter(
-            lambda ns: len({n.lower() for n in ns}) == len(ns)
-        )
+        st.lists(
+            name_text if names is None else names, min_size=1, max_size=max_attributes, unique=True
+        ).filter(lambda ns: len({n.lower() for n in ns}) == len(ns))
     )
     kinds = [ordinal_dict, nominal_dict, *([spatial_dict] if spatial else [])]
     attributes = [draw(st.sampled_from(kinds).flatmap(lambda k, n=n: k(n))) for n in names]
