@@ -18,3 +18,14 @@ def test_csv_column_of_single_quotes_is_read_row_by_row(tmp_path: Path) -> None:
     )
     for policy in ("error", "drop"):
         assert histogram(path, schema, on_out_of_domain=policy).counts.tolist() == [2]
+
+
+def test_csv_is_comma_separated_whatever_a_value_holds(tmp_path: Path) -> None:
+    # Found by the same property: one row "DROP TABLE src; --" made the sniffer split on ";".
+    path = tmp_path / "data.csv"
+    path.write_text("c\nDROP TABLE src; --\n")
+    cats = ["DROP TABLE src; --"]
+    schema = Schema.from_dict(
+        {"attributes": [{"name": "c", "kind": "nominal", "categories": cats}]}
+    )
+    assert histogram(path, schema).counts.tolist() == [1]

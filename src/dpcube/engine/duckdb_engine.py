@@ -69,12 +69,14 @@ def _read_path(
         # as categories keep their text.
         # Quoting is RFC 4180 ('"', doubled to escape): left to the sniffer, a column of "'"
         # values makes it pick "'" as the quote and silently merge rows.
+        # A .csv is comma-separated and a .tsv tab-separated, whatever one row of ';' suggests.
         q = '"'
-        header = con.read_csv(str(path), quotechar=q, escapechar=q).columns
+        sep = "\t" if ".tsv" in name else "," if ".csv" in name else None
+        header = con.read_csv(str(path), quotechar=q, escapechar=q, delimiter=sep).columns
         text = {c: "VARCHAR" for c in text_columns if c in header}
         if text:
-            return con.read_csv(str(path), dtype=text, quotechar=q, escapechar=q)
-        return con.read_csv(str(path), quotechar=q, escapechar=q)
+            return con.read_csv(str(path), dtype=text, quotechar=q, escapechar=q, delimiter=sep)
+        return con.read_csv(str(path), quotechar=q, escapechar=q, delimiter=sep)
     if name.endswith((".json", ".jsonl", ".ndjson")):
         return con.read_json(str(path))
     raise DataError(f"cannot tell the format of {str(path)!r}: use a .csv, .parquet or .json file")
