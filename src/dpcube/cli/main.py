@@ -193,12 +193,12 @@ def cmd_query(args: argparse.Namespace) -> int:
     from dpcube.release.base import load_release, publication_warning
 
     release = load_release(args.release)
-    warning = publication_warning(release.metadata)
-    if warning:
-        print(warning, file=sys.stderr)
     query = parse_where(args.where)
     answer = release.answer(query)
     stddev = release.stddev(query)
+    warning = publication_warning(release.metadata)
+    if warning:  # after the answer, so that a refused query stays one error line
+        print(warning, file=sys.stderr)
     if args.json:
         print(json.dumps({"answer": answer, "stddev": None if stddev != stddev else stddev}))
     else:

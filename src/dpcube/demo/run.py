@@ -16,7 +16,8 @@ from dpcube import progress
 from dpcube.demo.generator import schema_dict, write_people
 from dpcube.histogram import histogram
 from dpcube.mechanisms.identity import Identity
-from dpcube.privacy.ledger import BudgetLedger
+from dpcube.errors import UsageError
+from dpcube.privacy.ledger import BudgetLedger, validate_privacy
 from dpcube.release.cells import box_sums, prefix_sums
 from dpcube.schema import Schema
 
@@ -34,10 +35,52 @@ EXAMPLE_QUERIES: list[tuple[str, dict[str, object]]] = [
 ]
 
 
+#: What the demo writes into its output directory (and so what a rerun may replace).
+DEMO_MARKER = ".dpcube-demo"
+DEMO_FILES = frozenset({DEMO_MARKER, "people.parquet", "schema.yaml", "dpcube-home", "release"})
+
+
+def check_demo_directory(out: Path) -> None:
+    """Refuse an output directory that holds anything the demo did not write.
+
+    A new or empty directory, or one an earlier demo wrote (it holds :data:`DEMO_MARKER`), is
+    accepted; in the latter only the demo's own files are replaced.
+
+    >>> import tempfile; d = Path(tempfile.mkdtemp()); (d / "mine.csv").write_text("x")
+    1
+    >>> try:
+    ...     check_demo_directory(d)
+    ... except UsageError as exc:
+    ...     print("refused:", "mine.csv" in str(exc))
+    refused: True
+    """
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"demo --out {str(out)!r} is a file; give a new or empty directory")
+    if not out.is_dir():
+        return
+    entries = sorted(p.name for p in out.iterdir())
+    if not entries:
+        return
+    if DEMO_MARKER not in entries:
+        raise UsageError(
+            f"demo --out {str(out)!r} is not empty and was not written by the demo (it holds "
+            f"{entries[0]!r}); give a new or empty directory"
+        )
+    foreign = [name for name in entries if name not in DEMO_FILES]
+    if foreign:
+        raise UsageError(
+            f"demo --out {str(out)!r} holds {foreign[0]!r}, which the demo did not write; "
+            "move it or give another directory"
+        )
+
+
 def run_demo(rows: int, out: Path, epsilon: float, seed: int) -> int:
+    validate_privacy(epsilon)
+    check_demo_directory(out)
     console = Console()
     started = time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
+    (out / DEMO_MARKER).write_text("written by `dpcube demo`; a rerun replaces the demo's files\n")
     data = out / "people.parquet"
     with progress.step(f"generating {rows:,} synthetic persons"):
         write_people(data, rows, seed)
@@ -50,7 +93,7 @@ def run_demo(rows: int, out: Path, epsilon: float, seed: int) -> int:
     home = out / "dpcube-home"
     shutil.rmtree(home, ignore_errors=True)
     ledger = BudgetLedger.for_dataset(data, home=home)
-    ledger.set_total(1.0)
+    ledger.set_total(max(1.0, epsilon))
 
     with progress.step("counting with DuckDB"):
         hist = histogram(data, schema)

@@ -129,14 +129,24 @@ def _read_path(
                     )
         # The CSV sniffer would type a column of "F" as BOOLEAN and "01" as INTEGER; columns read
         # as categories keep their text.
-        relation = con.read_csv(str(path))
+        # Quoting is RFC 4180 ('"', doubled to escape): left to the sniffer, a column of "'"
+        # values makes it pick "'" as the quote and silently merge rows.
+        # A .csv is comma-separated and a .tsv tab-separated, whatever one row of ';' suggests.
+        name = path.name.lower()
+        options: dict[str, Any] = {
+            "header": True,
+            "quotechar": '"',
+            "escapechar": '"',
+            "delimiter": "\t" if ".tsv" in name else "," if ".csv" in name else None,
+        }
+        relation = con.read_csv(str(path), **options)
         header = relation.columns
         dtype = {c: "VARCHAR" for c in text_columns if c in header}
         if not relation.limit(1).fetchall():
             # A header and no rows: zero records is legitimate data, but the sniffer has no
             # values to type the numeric columns by.
             dtype |= {c: "DOUBLE" for c in numeric_columns if c in header and c not in dtype}
-        return con.read_csv(str(path), dtype=dtype) if dtype else relation
+        return con.read_csv(str(path), dtype=dtype, **options) if dtype else relation
     if fmt == "JSON":
         return con.read_json(str(path))
     raise DataError(f"cannot tell the format of {where}: use a .csv, .parquet or .json file")
