@@ -12,7 +12,6 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
-import pytest
 from fuzz_harness import (
     LEDGER_DIR_FLAG,
     all_charges,

@@ -11,7 +11,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow.parquet as pq
-import pytest
 from fuzz_harness import cases, error_problems, run_cli, sandbox
 from fuzz_strategies import attribute_size, categories, query_for, valid_schema_dict
 from hypothesis import event, given, settings

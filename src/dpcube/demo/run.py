@@ -14,9 +14,9 @@ from rich.table import Table
 
 from dpcube import progress
 from dpcube.demo.generator import schema_dict, write_people
+from dpcube.errors import UsageError
 from dpcube.histogram import histogram
 from dpcube.mechanisms.identity import Identity
-from dpcube.errors import UsageError
 from dpcube.privacy.ledger import BudgetLedger, validate_privacy
 from dpcube.release.cells import box_sums, prefix_sums
 from dpcube.schema import Schema
