@@ -138,7 +138,8 @@ class Mechanism(ABC):
         return data
 
     def metadata(self, data: Any, source: RandomSource) -> ReleaseMetadata:
-        report = dict(getattr(data, "report", {}) or {})
+        """The release's metadata: parameters and guarantee only, never a figure of the data (the
+        input's exact data report goes to :attr:`Release.curator_log`, see :meth:`release`)."""
         return ReleaseMetadata(
             mechanism=self.name,
             params=self.get_params(),
@@ -147,7 +148,6 @@ class Mechanism(ABC):
             neighbour=self.neighbour,
             seeded=source.seeded,
             noiseless=source.noiseless,
-            report=report,
         )
 
     def release(
@@ -170,7 +170,13 @@ class Mechanism(ABC):
             ledger.charge(
                 self.epsilon, self.delta, mechanism=self.name, release_id=metadata.release_id
             )
-        return self._release(prepared, source, metadata)
+        release = self._release(prepared, source, metadata)
+        # Exact diagnostics of the input (rows, dropped, clipped, users...): for the curator only,
+        # never saved with the release (see Release.curator_log).
+        log = dict(getattr(prepared, "report", {}) or {})
+        log.update(release.curator_log)
+        release.curator_log = log
+        return release
 
     @abstractmethod
     def _release(self, data: Any, source: RandomSource, metadata: ReleaseMetadata) -> Release:

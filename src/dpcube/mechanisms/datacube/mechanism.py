@@ -256,7 +256,6 @@ class DataCube(Mechanism):
         plan = self.plan(data.schema)
         sel = plan.selection
         true, report = self._true_counts(data, plan)
-        metadata.report.update(report)
         noisy, variances, scales = measure(true, sel, self.epsilon, self.unit, self.budget, source)
         est = estimate(
             plan.geometry.lattice,
@@ -283,7 +282,7 @@ class DataCube(Mechanism):
             "selection_bound_theta_eps2": float(sel.bound_u),
             "consistency": self.consistency,
         }
-        return CuboidRelease(
+        release = CuboidRelease(
             data.schema,
             metadata,
             cuboids,
@@ -293,6 +292,8 @@ class DataCube(Mechanism):
             mode,
             max(est.bounds.values()),
         )
+        release.curator_log.update(report)
+        return release
 
     # -- command line ----------------------------------------------------------------------------
     @classmethod
