@@ -240,7 +240,7 @@ def test_demo_runs_and_writes_a_loadable_release(
     assert "women aged 18-64" in text
     release = dpcube.load_release(tmp_path / "demo" / "release")
     assert release.metadata.for_publication
-    assert release.metadata.report["rows"] == 20000
+    assert release.metadata.report == {}  # the exact row count stays out of the release
     assert abs(release.answer({}) - 20000) < 20 * release.stddev({})
 
 

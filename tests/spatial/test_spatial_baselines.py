@@ -274,7 +274,8 @@ def test_user_level_mechanisms_require_a_matching_bound() -> None:
     schema = spatial_case_schema(4, 4)
     h = bound_contributions(df, schema, "uid", 3)
     r = UniformGrid(1.0, user_bound=3, grid_size=4).release(h, random_state=1)
-    assert r.metadata.report["contribution_bound"] == 3
+    assert r.curator_log["contribution_bound"] == 3 and r.curator_log["users"] == 40
+    assert "contribution_bound" not in r.metadata.report
     assert r.metadata.report["privacy_unit"] == "user (at most 3 points)"
     with pytest.raises(DataError, match="keeps up to 3 points per user"):
         UniformGrid(1.0, user_bound=2).release(h, random_state=1)

@@ -137,9 +137,11 @@ def cmd_release(args: argparse.Namespace) -> int:
     Nothing that can be checked without the noise is checked after the ledger is charged.
     """
     from dpcube.errors import DataError
+    from dpcube.release import curator
     from dpcube.release.base import check_output_directory
     from dpcube.schema import Schema
 
+    curator_log = curator.check_path(args.curator_log, args.out) if args.curator_log else None
     cls = registry.resolve(registry.MECHANISMS, args.mechanism, "mechanism")
     check_output_directory(args.out, args.overwrite)
     schema = Schema.from_file(args.schema) if args.schema else None
@@ -175,6 +177,11 @@ def cmd_release(args: argparse.Namespace) -> int:
     with progress.step(f"releasing with {args.mechanism}"):
         release = mechanism.release(data, random_state=args.seed, ledger=ledger)
     out = release.save(args.out, overwrite=args.overwrite)
+    if curator_log is not None:
+        curator.write(curator_log, release.curator_log, release.metadata.release_id)
+    note = curator.summary(release.curator_log)
+    if note:
+        print(note, file=sys.stderr)
     left = ledger.remaining()
     print(f"released {args.data} with {args.mechanism} (epsilon={args.epsilon}) to {out}")
     print(
@@ -297,6 +304,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--seed", type=int, default=None, help="seed the noise (the release is NOT for publication)"
     )
     p.add_argument("--on-out-of-domain", default="error", choices=["error", "drop", "clip"])
+    p.add_argument(
+        "--curator-log",
+        default=None,
+        metavar="FILE",
+        help="write the exact input diagnostics (rows, dropped, clipped, users; NOT private) as "
+        "JSON to FILE, which must lie outside --out",
+    )
     p.add_argument(
         "--engine", default="duckdb", choices=["duckdb", "spark"], help="where the counting runs"
     )

@@ -194,7 +194,8 @@ class Mechanism(ABC):
         return data
 
     def metadata(self, data: Any, source: RandomSource) -> ReleaseMetadata:
-        report = dict(getattr(data, "report", {}) or {})
+        """The release's metadata: parameters and guarantee only, never a figure of the data (the
+        input's exact data report goes to :attr:`Release.curator_log`, see :meth:`release`)."""
         return ReleaseMetadata(
             mechanism=self.name,
             params=self.get_params(),
@@ -203,7 +204,6 @@ class Mechanism(ABC):
             neighbour=self.neighbour,
             seeded=source.seeded,
             noiseless=source.noiseless,
-            report=report,
         )
 
     def release(
@@ -245,7 +245,13 @@ class Mechanism(ABC):
             seeded=source.seeded or source.noiseless,
             origin=data,
         )
-        return self._release(prepared, source, metadata)
+        release = self._release(prepared, source, metadata)
+        # Exact diagnostics of the input (rows, dropped, clipped, users...): for the curator only,
+        # never saved with the release (see Release.curator_log).
+        log = dict(getattr(prepared, "report", {}) or {})
+        log.update(release.curator_log)
+        release.curator_log = log
+        return release
 
     def validate(self, data: Any) -> None:
         """Every check of the prepared input that does not depend on the noise (a hook).

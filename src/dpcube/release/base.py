@@ -80,6 +80,8 @@ class ReleaseMetadata:
         default_factory=lambda: _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     )
     library_version: str = field(default_factory=_library_version)
+    #: Notes on the guarantee (privacy unit, warnings); never a figure computed from the data
+    #: (those go to :attr:`Release.curator_log`, which is not saved).
     report: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -285,6 +287,10 @@ class Release(ABC):
     def __init__(self, schema: Schema | None, metadata: ReleaseMetadata) -> None:
         self.schema = schema
         self.metadata = metadata
+        #: Exact figures of the input (rows read, counted, dropped, clipped, users bounded...)
+        #: for the data curator: NOT private, never written by :meth:`save`, empty after
+        #: :func:`load_release`. ``dpcube release --curator-log FILE`` writes it outside the release.
+        self.curator_log: dict[str, Any] = {}
 
     # -- answering ---------------------------------------------------------------------------
     def boxes(self, queries: Sequence[Mapping[str, Any]]) -> NDArray[np.int64]:
