@@ -87,6 +87,21 @@ def test_out_at_the_data_folder_deletes_nothing_and_charges_nothing(
     assert spent(capsys, data) == 0
 
 
+def test_out_at_the_budget_home_is_refused_and_charges_nothing(
+    dataset: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by the long fuzz run: an empty ``$DPCUBE_HOME`` passed the output check, then the
+    ledger was written there and the save failed after the charge."""
+    data, schema = dataset
+    home = tmp_path / "home"
+    home.mkdir()
+    for out in (home, home / "rel", tmp_path):
+        code, _, err = run(capsys, *release(data, schema, out))
+        assert code == 2 and "budget ledgers" in err and err.count("\n") == 1, err
+    assert sorted(p.name for p in home.iterdir()) == []
+    assert spent(capsys, data) == 0
+
+
 def test_overwrite_is_needed_to_replace_a_release(
     dataset: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

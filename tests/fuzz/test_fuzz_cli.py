@@ -177,4 +177,4 @@ def test_plan_command_lines() -> None:
 
 
 def test_demo_command_lines() -> None:
-    _run(demo_argv(), 25, 0.1, 0.3)
+    _run(demo_argv(), 25, 0.05, 0.3)

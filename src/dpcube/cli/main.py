@@ -131,6 +131,23 @@ def _ledger(args: argparse.Namespace) -> Any:
     return BudgetLedger.for_identity(identity, args.ledger_dir)
 
 
+def _refuse_out_in_budget_state(args: argparse.Namespace) -> None:
+    """Refuse a release directory that is, holds or lies inside dpcube's budget state
+    (``$DPCUBE_HOME``, ``--ledger-dir``): the ledgers are written there before the release."""
+    from dpcube.privacy.ledger import _home
+
+    out = Path(args.out).expanduser().resolve()
+    for state in (_home(), Path(args.ledger_dir) if args.ledger_dir else None):
+        if state is None:
+            continue
+        state = state.expanduser().resolve()
+        if out == state or state in out.parents or out in state.parents:
+            raise DPCubeError(
+                f"--out {args.out!r} overlaps dpcube's budget ledgers in {str(state)!r}; "
+                "write the release to a directory of its own"
+            )
+
+
 def cmd_release(args: argparse.Namespace) -> int:
     """Validate everything (output directory, parameters, data, plan), then charge, then release.
 
@@ -143,6 +160,7 @@ def cmd_release(args: argparse.Namespace) -> int:
 
     curator_log = curator.check_path(args.curator_log, args.out) if args.curator_log else None
     cls = registry.resolve(registry.MECHANISMS, args.mechanism, "mechanism")
+    _refuse_out_in_budget_state(args)
     check_output_directory(args.out, args.overwrite)
     schema = Schema.from_file(args.schema) if args.schema else None
     params = parse_params(args.param)
@@ -174,6 +192,7 @@ def cmd_release(args: argparse.Namespace) -> int:
         data = cls.cli_data(args, schema)
     if args.total_epsilon is not None and not ledger.has_total():
         ledger.set_total(args.total_epsilon, args.total_delta)
+    check_output_directory(args.out, args.overwrite)  # again, right before the charge
     with progress.step(f"releasing with {args.mechanism}"):
         release = mechanism.release(data, random_state=args.seed, ledger=ledger)
     out = release.save(args.out, overwrite=args.overwrite)
