@@ -173,12 +173,13 @@ def cmd_release(args: argparse.Namespace) -> int:
         raise DataError(
             f"--param: {args.mechanism} refused its parameters ({exc}); accepted: {accepted}"
         ) from None
-    if args.delta and mechanism.charged_delta is None:
-        print(
-            f"note: {args.mechanism} draws Laplace noise here (pure epsilon-DP): --delta "
-            f"{args.delta} is neither claimed nor charged",
-            file=sys.stderr,
-        )
+    # Printed once the release succeeded, so that a refused command stays one error line.
+    unused_delta_note = (
+        f"note: {args.mechanism} draws Laplace noise here (pure epsilon-DP): --delta "
+        f"{args.delta} is neither claimed nor charged"
+        if args.delta and mechanism.charged_delta is None
+        else ""
+    )
     ledger = _ledger(args)
     if args.total_epsilon is not None and ledger.has_total():
         if ledger.total().epsilon != args.total_epsilon:
@@ -201,6 +202,8 @@ def cmd_release(args: argparse.Namespace) -> int:
     note = curator.summary(release.curator_log)
     if note:
         print(note, file=sys.stderr)
+    if unused_delta_note:
+        print(unused_delta_note, file=sys.stderr)
     left = ledger.remaining()
     print(f"released {args.data} with {args.mechanism} (epsilon={args.epsilon}) to {out}")
     print(
