@@ -291,3 +291,12 @@ def test_a_journal_never_removes_a_file_a_save_did_not_name(tmp_path: Path) -> N
     (d / f"{release_base.TEMP_PREFIX}y.pending").write_text(json.dumps(["../outside.parquet"]))
     small_release().save(d)
     assert (tmp_path / "outside.parquet").read_text() == "data"
+
+
+def test_accepted_params_are_the_constructor_arguments_only() -> None:
+    from dpcube import registry
+
+    for name in registry.MECHANISMS:
+        cls = registry.resolve(registry.MECHANISMS, name, "mechanism")
+        accepted = cls.accepted_params()
+        assert "self" not in accepted and "epsilon" not in accepted, (name, accepted)

@@ -135,7 +135,7 @@ class Mechanism(ABC):
             for p in params:
                 if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
                     continue
-                if p.name not in (*_PRIVACY_FLAGS, *names):
+                if p.name not in ("self", *_PRIVACY_FLAGS, *names):
                     names.append(p.name)
             if not any(p.kind == p.VAR_KEYWORD for p in params):
                 break
