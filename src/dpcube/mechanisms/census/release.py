@@ -19,6 +19,22 @@ from dpcube.mechanisms.census.hierarchy import RegionHierarchy
 from dpcube.release.base import Release, ReleaseMetadata
 
 
+def _group_size(value: Any) -> int:
+    """A group size from a query: a whole number, or text that reads as one (the CLI's ``size=1``).
+
+    >>> _group_size(2), _group_size("1"), _group_size(3.0)
+    (2, 1, 3)
+    """
+    if isinstance(value, str):
+        value = value.strip()
+        if value.isdigit():
+            return int(value)
+    elif isinstance(value, int | np.integer | float) and not isinstance(value, bool):
+        if float(value).is_integer():
+            return int(value)
+    raise QueryError(f"size {value!r} must be a whole number of persons, or a range [lo, hi]")
+
+
 class CensusRelease(Release):
     """Released n^_s^r for every region r and size s = 1..k, plus the public hierarchy."""
 
@@ -71,11 +87,10 @@ class CensusRelease(Release):
             )
         r = self.hierarchy.region_index(str(query.get("region", self.hierarchy.names[0])))
         size = query.get("size", [1, self.max_size])
-        lo, hi = (
-            (int(size), int(size))
-            if isinstance(size, int | np.integer)
-            else (int(size[0]), int(size[1]))
-        )
+        pair = size if isinstance(size, list | tuple) and len(size) == 2 else (size, size)
+        lo, hi = (_group_size(v) for v in pair)
+        if lo > hi:
+            raise QueryError(f"size range [{lo}, {hi}] is reversed; write it as [{hi}, {lo}]")
         if not 1 <= lo <= hi <= self.max_size:
             raise QueryError(f"size range [{lo}, {hi}] is not inside [1, {self.max_size}]")
         return r, lo, hi
