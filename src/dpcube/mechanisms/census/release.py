@@ -8,7 +8,7 @@ number of groups of size lo..hi in the region. Saved and loaded by the shared
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -17,6 +17,9 @@ from numpy.typing import NDArray
 from dpcube.errors import QueryError
 from dpcube.mechanisms.census.hierarchy import RegionHierarchy
 from dpcube.release.base import Release, ReleaseMetadata
+
+if TYPE_CHECKING:
+    from dpcube.release.uncertainty import BootstrapWorld
 
 
 def _group_size(value: Any) -> int:
@@ -100,6 +103,25 @@ class CensusRelease(Release):
         return np.array(
             [self._cum[r, hi] - self._cum[r, lo - 1] for r, lo, hi in boxes], dtype=np.float64
         )
+
+    #: Why answers need a bootstrap (:mod:`dpcube.release.uncertainty`).
+    bootstrap_reason = "consistent, non-negative integer estimate (not linear in the noise)"
+
+    def bootstrap_world(self) -> BootstrapWorld:
+        """The parametric bootstrap's world: the released leaf-region rows (non-negative integers),
+        aggregated up the hierarchy, are the truth; each replicate re-runs the whole mechanism
+        (noise, then its consistency/integrality post-processing) on that table."""
+        from dpcube.mechanisms.census.table import GroupSizeTable
+        from dpcube.release.uncertainty import BootstrapWorld, rebuild_mechanism, rerun
+
+        h = self.hierarchy
+        leaves = np.clip(self.values[h.leaves], 0, None)
+        table = GroupSizeTable(h, h.aggregate(leaves), top_coded=self.top_coded)
+        mechanism = rebuild_mechanism(self.metadata)
+        truth = CensusRelease(
+            self.metadata, h, table.counts, table.groups, top_coded=self.top_coded
+        )
+        return BootstrapWorld(truth, lambda rng: rerun(mechanism, table, rng))
 
     def tables(self) -> dict[str, pa.Table]:
         h, k = self.hierarchy, self.max_size
