@@ -173,6 +173,22 @@ def labelled_table(
             f"cuboid= applies to data-cube releases; this is a {release.kind!r} release"
         )
     labels, queries = release.table_cells(names, where)
+    return table_from_cells(
+        release, labels, queries, level=level, runs=runs, seed=seed, cuboid=names
+    )
+
+
+def table_from_cells(
+    release: Any,
+    labels: Mapping[str, Any],
+    queries: Sequence[Mapping[str, Any]],
+    *,
+    level: float = 0.95,
+    runs: int | None = None,
+    seed: int | None = None,
+    cuboid: Sequence[str] | None = None,
+) -> pa.Table:
+    """The labelled table of rows given by their label columns and queries (one per row)."""
     u = release.uncertainty(queries, level=level, runs=runs, seed=seed)
     columns: dict[str, Any] = {k: pa.array(v) for k, v in labels.items()}
     n = len(queries)
@@ -192,7 +208,7 @@ def labelled_table(
         "level": float(level),
         "error_kind": u.kind,
         "error_reason": u.reason,
-        "cuboid": names if release.kind == "cuboids" else None,
+        "cuboid": list(cuboid) if cuboid is not None and release.kind == "cuboids" else None,
     }
     return pa.table(columns).replace_schema_metadata({METADATA_KEY: json.dumps(info).encode()})
 
@@ -204,4 +220,11 @@ def table_info(table: pa.Table) -> dict[str, Any]:
     return json.loads(raw) if raw else {}
 
 
-__all__ = ["METADATA_KEY", "attribute_columns", "grid_cells", "labelled_table", "table_info"]
+__all__ = [
+    "METADATA_KEY",
+    "attribute_columns",
+    "grid_cells",
+    "labelled_table",
+    "table_from_cells",
+    "table_info",
+]
