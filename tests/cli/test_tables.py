@@ -156,7 +156,7 @@ def test_query_json_contract_and_group_by(
     cells: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     cells.save(tmp_path / "r")
-    code, out, err = run(
+    code, out, _err = run(
         capsys, "query", str(tmp_path / "r"), "--where", "age=1..2", "--json", "--level", "0.9"
     )
     assert code == 0
@@ -269,7 +269,7 @@ def test_export_datacube_writes_one_file_per_cuboid(
         Histogram(schema, np.arange(6).reshape(2, 3)), random_state=5
     )
     release.save(tmp_path / "r")
-    code, out, _ = run(
+    code, _out, _ = run(
         capsys, "export", str(tmp_path / "r"), "--format", "csv", "--out", str(tmp_path / "t")
     )
     assert code == 0
