@@ -54,43 +54,41 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def table_json(table: Any) -> dict[str, Any]:
-    """A labelled table as ``{"level", "error_kind", "error_reason", "rows": [...]}``."""
-    from dpcube.release.tables import table_info
-
-    info = table_info(table)
-    rows = [{k: _plain(v) for k, v in row.items()} for row in table.to_pylist()]
+def table_json(rows: Any) -> dict[str, Any]:
+    """Labelled rows (:class:`dpcube.release.tables.LabelledRows`) as ``{"level",
+    "error_kind", "error_reason", "cuboid", "rows": [...]}``."""
+    info = rows.info
+    names = list(rows.columns)
+    listed = [{n: _plain(rows.columns[n][i]) for n in names} for i in range(rows.num_rows)]
     return {
         "level": info.get("level"),
         "error_kind": info.get("error_kind"),
         "error_reason": info.get("error_reason"),
         "cuboid": info.get("cuboid"),
-        "rows": rows,
+        "rows": listed,
     }
 
 
-def format_table(table: Any) -> str:
-    """A labelled table as aligned text: the labels, the estimate and its interval."""
-    from dpcube.release.tables import table_info
-
-    info = table_info(table)
+def format_table(rows: Any) -> str:
+    """Labelled rows as aligned text: the labels, the estimate and its interval."""
+    info = rows.info
+    columns = rows.columns
     hidden = {"level", "noise_sd", "error_kind", "stddev"}
     names = [
         n
-        for n in table.column_names
-        if n not in hidden and not (n.endswith(("_lo", "_hi")) and n[:-3] in table.column_names)
+        for n in columns
+        if n not in hidden and not (n.endswith(("_lo", "_hi")) and n[:-3] in columns)
     ]
-    columns = table.to_pydict()
 
     def cell(value: Any) -> str:
         if isinstance(value, float):
             return "nan" if math.isnan(value) else f"{value:.6g}"
         return str(value)
 
-    rows = [[cell(columns[n][i]) for n in names] for i in range(table.num_rows)]
-    widths = [max([len(n), *(len(r[k]) for r in rows)]) for k, n in enumerate(names)]
+    body = [[cell(columns[n][i]) for n in names] for i in range(rows.num_rows)]
+    widths = [max([len(n), *(len(r[k]) for r in body)]) for k, n in enumerate(names)]
     lines = ["  ".join(n.ljust(w) for n, w in zip(names, widths, strict=True)).rstrip()]
-    lines += ["  ".join(v.rjust(w) for v, w in zip(r, widths, strict=True)) for r in rows]
+    lines += ["  ".join(v.rjust(w) for v, w in zip(r, widths, strict=True)) for r in body]
     level = float(info.get("level") or 0.0)
     kind = info.get("error_kind")
     if kind == "exact":

@@ -272,11 +272,11 @@ def cmd_query(args: argparse.Namespace) -> int:
         query = _overlapping_query(release, query)
     covered = release.schema.coverage(query) if args.overlapping and release.schema else {}
     if args.group_by is not None:
-        from dpcube.release.tables import table_from_cells
+        from dpcube.release.tables import rows_from_cells
 
         names = split_names(args.group_by, "--group-by")
         labels, queries = release.table_cells(names, query)
-        table = table_from_cells(release, labels, queries, level=level)
+        table = rows_from_cells(release, labels, queries, level=level)
         if args.json:
             print(json.dumps({**table_json(table), "covered": covered}))
         else:
