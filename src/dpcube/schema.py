@@ -926,6 +926,16 @@ def yaml_error_line(exc: yaml.YAMLError) -> str:
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
+class BoxedQuery(dict[str, Any]):
+    """A query dict that carries its box, resolved once for many queries at a time
+    (:func:`dpcube.release.tables.grid_cells` builds one per row of a table): ``box_array`` is
+    an int array (axes, 2) of inclusive bins. Only for the schema it was resolved against."""
+
+    def __init__(self, query: Mapping[str, Any], box_array: Any) -> None:
+        super().__init__(query)
+        self.box_array = box_array
+
+
 @dataclass(frozen=True)
 class Schema:
     """An ordered tuple of attributes; the domain is their product."""
@@ -1022,6 +1032,8 @@ class Schema:
         attribute's unit, a category or hierarchy node, a latitude/longitude box; ``{"bins":
         ...}`` names bins by number.
         """
+        if isinstance(query, BoxedQuery):
+            return tuple((int(lo), int(hi)) for lo, hi in query.box_array.tolist())
         if not isinstance(query, Mapping):
             raise QueryError(
                 f"a query is a mapping from attribute name to constraint, got {query!r}"

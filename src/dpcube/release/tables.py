@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 
 from dpcube.errors import DomainTooLargeError, QueryError
-from dpcube.schema import Nominal, Ordinal, Schema, Spatial, default_max_cells
+from dpcube.schema import BoxedQuery, Nominal, Ordinal, Schema, Spatial, default_max_cells
 
 #: The key of the Arrow schema metadata that marks a table dpcube wrote.
 METADATA_KEY = b"dpcube"
@@ -114,23 +114,31 @@ def grid_cells(
     labels: dict[str, Any] = {}
     position = 0
     constraints: list[list[Any]] = []
+    boxes = np.repeat(np.asarray(box, dtype=np.int64)[None, :, :], count, axis=0)
     for name in names:
         attribute = schema[name]
         width = len(attribute.shape)
         own = index[position : position + width]
         position += width
         labels.update(attribute_columns(attribute, own))
+        start = schema.axis_slice(name).start
+        for k in range(width):
+            boxes[:, start + k, 0] = own[k]
+            boxes[:, start + k, 1] = own[k]
         if width == 1:
-            constraints.append([{"bins": [int(i), int(i)]} for i in own[0].tolist()])
+            constraints.append([{"bins": [i, i]} for i in own[0].tolist()])
         else:
             constraints.append(
                 [
-                    {"bins": [[int(r), int(r)], [int(c), int(c)]]}
+                    {"bins": [[r, r], [c, c]]}
                     for r, c in zip(own[0].tolist(), own[1].tolist(), strict=True)
                 ]
             )
-    queries = [
-        {**where, **{name: c[k] for name, c in zip(names, constraints, strict=True)}}
+    queries: list[dict[str, Any]] = [
+        BoxedQuery(
+            {**where, **{name: c[k] for name, c in zip(names, constraints, strict=True)}},
+            boxes[k],
+        )
         for k in range(count)
     ]
     return labels, queries
