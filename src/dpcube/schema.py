@@ -662,7 +662,10 @@ class Nominal:
                 return (self.hierarchy.interval(key),)
             self.index(value)
         if isinstance(value, Sequence) and not isinstance(value, str) and len(value) == 2:
-            lo, hi = self.index(value[0]), self.index(value[1])
+            if any(isinstance(v, bool) or not isinstance(v, str | int) for v in value):
+                raise QueryError(f"{where}: a category range is [first, last], got {value!r}")
+            ((lo, _),) = self.constraint(value[0])  # a category or a hierarchy node
+            ((_, hi),) = self.constraint(value[1])
             if lo > hi:
                 raise QueryError(
                     f"{where}: category range {list(value)!r} is reversed (the schema lists "
