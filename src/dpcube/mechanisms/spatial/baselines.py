@@ -74,6 +74,35 @@ def grid_edges(n: int, m: int) -> IntArray:
     return np.rint(np.linspace(0, n, m + 1)).astype(np.int64)
 
 
+def aligned_edges(n: int, m: float, minimum: int = 1) -> IntArray:
+    """About ``m`` bins of ``range(n)`` that all hold the same number of domain cells.
+
+    The data are already binned on an ``n``-cell axis, so a grid whose cells straddle uneven
+    numbers of domain cells (207 bins over 256 cells: widths 1 and 2) adds uniformity error even
+    without noise (issue #16). The grid size is the divisor d of n nearest to m in ratio (capped
+    at n, the domain's own resolution), each bin n/d cells wide; where no divisor lies within a
+    factor 2 of m (n prime, say) the near-equal bins of :func:`grid_edges` are kept. Only
+    divisors of at least ``minimum`` (capped at n) are considered (AG's m1 >= 10).
+
+    >>> aligned_edges(256, 207).tolist() == list(range(257))
+    True
+    >>> aligned_edges(256, 100)[:3].tolist(), len(aligned_edges(256, 100)) - 1
+    ([0, 2, 4], 128)
+    >>> aligned_edges(12, 5).tolist()
+    [0, 2, 4, 6, 8, 10, 12]
+    >>> len(aligned_edges(64, 10, minimum=10)) - 1
+    16
+    >>> aligned_edges(13, 5).tolist()
+    [0, 3, 5, 8, 10, 13]
+    """
+    target = min(max(float(m), float(minimum), 1.0), float(n))
+    divisors = [d for d in range(min(max(minimum, 1), n), n + 1) if n % d == 0]
+    best = min(divisors, key=lambda d: (abs(math.log(d / target)), -d))
+    if max(best / target, target / best) > 2.0:
+        return grid_edges(n, math.ceil(target))
+    return np.arange(0, n + 1, n // best, dtype=np.int64)
+
+
 def grid_rects(row_edges: IntArray, col_edges: IntArray, r0: int = 0, c0: int = 0) -> IntArray:
     """The rectangles of the grid with these edges, row-major.
 
@@ -386,6 +415,10 @@ class KDTree(_CountTree):
 class UniformGrid(SpatialMechanism):
     """UG (Qardaji et al. 2013): an m x m grid, m = ceil(sqrt(|D| eps / c)), c = 10.
 
+    On an already-binned domain the formula's m is aligned to the domain (:func:`aligned_edges`:
+    the nearest divisor of each axis, so every grid cell holds whole, equal blocks of domain
+    cells); an explicit ``grid_size`` is used as given.
+
     |D| comes from ``eps_height`` of the budget unless ``grid_size`` fixes m (spec A18).
     """
 
@@ -441,13 +474,17 @@ class UniformGrid(SpatialMechanism):
         else:
             n_hat = noisy_count(data.total, self.eps_height / u, source)
             m = max(1, math.ceil(math.sqrt(max(n_hat, 0) * eps / u / self.c)))
-        rects = grid_rects(grid_edges(rows, m), grid_edges(cols, m))
+        if self.grid_size is not None:
+            redges, cedges = grid_edges(rows, m), grid_edges(cols, m)
+        else:
+            redges, cedges = aligned_edges(rows, m), aligned_edges(cols, m)
+        rects = grid_rects(redges, cedges)
         counts, draw = add_discrete_laplace(
             rect_sums(prefix_sums(data.counts), rects), u / eps, source
         )
         metadata.noise = {
             "distribution": "discrete_laplace",
-            "grid": [len(grid_edges(rows, m)) - 1, len(grid_edges(cols, m)) - 1],
+            "grid": [len(redges) - 1, len(cedges) - 1],
         }
         variances = np.full(len(rects), float(draw.variance))
         return LeafRelease(
@@ -460,7 +497,9 @@ class AdaptiveGrid(SpatialMechanism):
 
     m1 = max(10, ceil(sqrt(|D| eps / c) / 4)) with ``alpha`` eps; a level-1 cell with noisy count
     N' gets m2 = ceil(sqrt(N' (1 - alpha) eps / c2)) (1 if N' <= 0) with the rest; constrained
-    inference makes every level-1 cell equal to the sum of its level-2 cells (spec 13.1).
+    inference makes every level-1 cell equal to the sum of its level-2 cells (spec 13.1). Both
+    levels' sizes are aligned to the domain's cells (:func:`aligned_edges`; m1 the nearest divisor
+    of at least 10, 16 on a 256-cell axis where the formula gives 10).
     """
 
     name = "ag"
@@ -520,7 +559,7 @@ class AdaptiveGrid(SpatialMechanism):
         n_hat = noisy_count(data.total, self.eps_height / u, source)
         m1 = self.level1_size(n_hat / u, eps)
         prefix = prefix_sums(data.counts)
-        redges, cedges = grid_edges(rows, m1), grid_edges(cols, m1)
+        redges, cedges = aligned_edges(rows, m1, 10), aligned_edges(cols, m1, 10)
         level1 = grid_rects(redges, cedges)
         e1, e2 = self.alpha * eps / u, (1 - self.alpha) * eps / u
         noisy1, draw1 = add_discrete_laplace(rect_sums(prefix, level1), 1.0 / e1, source)
@@ -530,7 +569,9 @@ class AdaptiveGrid(SpatialMechanism):
             for y in noisy1
         ]
         cells = [
-            grid_rects(grid_edges(int(r1 - r0), m), grid_edges(int(c1 - c0), m), int(r0), int(c0))
+            grid_rects(
+                aligned_edges(int(r1 - r0), m), aligned_edges(int(c1 - c0), m), int(r0), int(c0)
+            )
             for (r0, r1, c0, c1), m in zip(level1, sizes, strict=True)
         ]
         owner = np.repeat(np.arange(len(level1)), [len(x) for x in cells])
@@ -543,7 +584,7 @@ class AdaptiveGrid(SpatialMechanism):
         values = noisy2 + ((combined - total2) / n2)[owner]
         metadata.noise = {
             "distribution": "discrete_laplace",
-            "m1": m1,
+            "m1": [len(redges) - 1, len(cedges) - 1],
             "alpha": self.alpha,
             "leaves": len(rects),
         }
