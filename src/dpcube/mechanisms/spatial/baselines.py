@@ -190,7 +190,7 @@ class _CountTree(SpatialMechanism):
 
     def _estimated_height(self, hist: Histogram, source: RandomSource) -> int:
         """HTF's height rule from a noisy total (spec A17); overridden by ``height``."""
-        n_hat = noisy_count(hist.total, self.eps_height / self.user_bound, source)
+        n_hat = noisy_count(hist.total, self.eps_height / self.points_per_unit, source)
         return tree_height(n_hat, self.unit_epsilon)
 
     def _finish(
@@ -202,7 +202,7 @@ class _CountTree(SpatialMechanism):
         source: RandomSource,
         metadata: ReleaseMetadata,
     ) -> LeafRelease:
-        c = self.user_bound
+        c = self.points_per_unit
         shares = level_budgets(tree.height, eps_counts / c, self.allocation)
         noisy, variances, spent = release_tree_counts(tree, shares, source)
         depths, idx = tree.leaves()
@@ -400,7 +400,7 @@ class KDTree(_CountTree):
         spent = self._spent_on_height()
         rest = self.epsilon - spent
         eps_median = self.median_share * rest / h
-        c = self.user_bound
+        c = self.points_per_unit
         tree = binary_tree(
             data.counts,
             h,
@@ -454,11 +454,22 @@ class UniformGrid(SpatialMechanism):
         queries = SPATIAL_CASE_QUERIES[:3]
         return [
             Case("ug-fixed", schema, lambda n: cls(1.0, neighbour=n, grid_size=3), queries),
+            # The grid follows the noisy total and the budget per point: these queries align with
+            # add/remove's 2 x 3 grid; under replace (half the budget per point) the grid is 1 x 1
+            # on the tiny inputs and only the total is exact without noise.
             Case(
                 "ug-auto",
                 schema,
                 lambda n: cls(1.0, neighbour=n),
                 [{}, {"p": [[0, 0], [0, 2]]}, {"p": [[0, 1], [2, 2]]}],
+                neighbours=("add_remove",),
+            ),
+            Case(
+                "ug-auto-replace",
+                schema,
+                lambda n: cls(1.0, neighbour=n),
+                [{}],
+                neighbours=("replace",),
             ),
         ]
 
@@ -466,7 +477,7 @@ class UniformGrid(SpatialMechanism):
         self, data: Histogram, source: RandomSource, metadata: ReleaseMetadata
     ) -> LeafRelease:
         rows, cols = grid_shape(data.schema)
-        u = self.user_bound
+        u = self.points_per_unit
         spent = 0.0 if self.grid_size is not None else self.eps_height
         eps = self.epsilon - spent
         if self.grid_size is not None:
@@ -554,7 +565,7 @@ class AdaptiveGrid(SpatialMechanism):
         self, data: Histogram, source: RandomSource, metadata: ReleaseMetadata
     ) -> LeafRelease:
         rows, cols = grid_shape(data.schema)
-        u = self.user_bound
+        u = self.points_per_unit
         eps = self.epsilon - self.eps_height
         n_hat = noisy_count(data.total, self.eps_height / u, source)
         m1 = self.level1_size(n_hat / u, eps)
@@ -612,7 +623,7 @@ class Uniform(SpatialMechanism):
     ) -> LeafRelease:
         rows, cols = grid_shape(data.schema)
         counts, draw = add_discrete_laplace(
-            np.array([data.total]), self.user_bound / self.epsilon, source
+            np.array([data.total]), self.points_per_unit / self.epsilon, source
         )
         metadata.noise = {"distribution": "discrete_laplace", "scale": float(draw.scale)}
         rects = np.array([[0, rows, 0, cols]])
@@ -646,7 +657,9 @@ class Singular(SpatialMechanism):
     def _release(
         self, data: Histogram, source: RandomSource, metadata: ReleaseMetadata
     ) -> CellRelease:
-        counts, draw = add_discrete_laplace(data.counts, self.user_bound / self.epsilon, source)
+        counts, draw = add_discrete_laplace(
+            data.counts, self.points_per_unit / self.epsilon, source
+        )
         metadata.noise = {
             "distribution": "discrete_laplace",
             "scale": float(draw.scale),
