@@ -379,7 +379,7 @@ def figure5(b: Bench, F: Array, eps_values: list[float], ks: list[int]) -> None:
 def fig6_methods(eps: float) -> list[tuple[str, Callable[[], Any]]]:
     methods: list[tuple[str, Callable[[], Any]]] = [
         ("KdTree", lambda: KDTree(eps)),
-        ("QuadTree", lambda: QuadTree(eps)),
+        ("QuadTree", lambda: QuadTree(eps, height_rule="spec")),  # spec A17's rule
         ("UG", lambda: UniformGrid(eps)),
         ("AG", lambda: AdaptiveGrid(eps)),
         ("PrivTree", lambda: PrivTree(eps)),

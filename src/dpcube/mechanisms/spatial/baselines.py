@@ -231,10 +231,38 @@ class _CountTree(SpatialMechanism):
         return LeafRelease(hist.schema, metadata, rects, values, leaf_var, paths)
 
 
+#: ``QuadTree(height_rule=...)``: how the default height follows HTF's h (see :class:`QuadTree`).
+HEIGHT_RULES = ("tuned", "spec")
+
+
+def quadtree_height(h: int, rows: int, cols: int, rule: str = "tuned") -> int:
+    """The quadtree height k from HTF's binary height h, capped at one cell per leaf.
+
+    >>> [quadtree_height(h, 256, 256) for h in (4, 7, 12, 15)]
+    [3, 5, 7, 8]
+    >>> [quadtree_height(h, 256, 256, "spec") for h in (4, 7, 12, 15)]
+    [2, 3, 6, 7]
+    """
+    full = math.ceil(math.log2(max(rows, cols, 2)))
+    k = math.ceil(h / 2) + 1 if rule == "tuned" else h // 2
+    return max(0, min(k, full))
+
+
 class QuadTree(_CountTree):
     """Data-independent quadtree (Cormode et al. 2012): height k, all of epsilon on counts.
 
-    ``height=None`` uses HTF's rule k = floor(h/2) with h from a noisy total (spec A17).
+    ``height=None`` sizes the tree from a noisy total N~ with HTF's h = floor(log2(N~ eps / 10))
+    (Eq. 10) and ``height_rule``:
+
+    - ``"tuned"`` (default): k = ceil(h/2) + 1, capped at the full height (one cell per leaf).
+      Chosen on the ten DPBench 256 x 256 grids at eps 0.01, 0.1 and 1 (1,000 random rectangles,
+      3 seeds; docs/location.md): mean absolute error within 1.06x of the best fixed height
+      (geometric mean; worst 1.76x), against 2.34x (worst 13.7x) for ``"spec"`` and 1.57x (worst
+      15.4x) for the full-height tree ektelo and Cormode et al. use.
+    - ``"spec"``: k = floor(h/2), HTF's rule as spec A17 gives it (the paper's Fig. 6 setting).
+
+    The choice depends on the data only through the noisy total, whose budget ``eps_height`` is
+    charged as part of epsilon.
 
     >>> from dpcube import Histogram
     >>> from dpcube.privacy import NO_NOISE
@@ -244,6 +272,27 @@ class QuadTree(_CountTree):
     """
 
     name = "quadtree"
+
+    def __init__(
+        self,
+        epsilon: float,
+        delta: float | None = None,
+        neighbour: str = "add_remove",
+        height: int | None = None,
+        allocation: str = "geometric",
+        consistency: bool = True,
+        eps_height: float = 1e-4,
+        user_bound: int = 1,
+        height_rule: str = "tuned",
+    ) -> None:
+        super().__init__(
+            epsilon, delta, neighbour, height, allocation, consistency, eps_height, user_bound
+        )
+        if height_rule not in HEIGHT_RULES:
+            raise BudgetError(
+                f"height_rule must be one of {', '.join(HEIGHT_RULES)}, got {height_rule!r}"
+            )
+        self.height_rule = height_rule
 
     def point_claims(self, schema: Schema) -> list[SensitivityClaim]:
         rows, cols = grid_shape(schema)
@@ -285,9 +334,7 @@ class QuadTree(_CountTree):
         if self.height is not None:
             k = self.height
         else:
-            k = min(
-                self._estimated_height(data, source) // 2, math.ceil(math.log2(max(rows, cols, 2)))
-            )
+            k = quadtree_height(self._estimated_height(data, source), rows, cols, self.height_rule)
         tree = quad_tree(data.counts, k)
         spent = self._spent_on_height()
         return self._finish(data, tree, self.epsilon - spent, spent, source, metadata)
