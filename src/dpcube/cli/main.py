@@ -159,7 +159,10 @@ def _ledger(args: argparse.Namespace) -> Any:
         with progress.step("fingerprinting the data"):
             identity = identity_of_path(args.data)
     args.dataset_identity = identity
-    return BudgetLedger.for_identity(identity, args.ledger_dir)
+    ledger = BudgetLedger.for_identity(identity, args.ledger_dir)
+    if not args.dataset:
+        ledger.source = str(args.data)
+    return ledger
 
 
 def _refuse_out_in_budget_state(args: argparse.Namespace) -> None:

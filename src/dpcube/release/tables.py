@@ -15,9 +15,10 @@ exact noise sd, or the bootstrap error), ``lower`` and ``upper`` (the interval a
 "none"). The uncertainty is :func:`dpcube.release.uncertainty.answer_uncertainty`'s; the table's
 Arrow metadata (key ``dpcube``) records the release id, kind, level, error kind and its reason.
 
-A data-cube release gives one table per published cuboid (``cuboid=("sex", "income")``): the
-rows are that cuboid's cells, each estimate the release's answer to that cell (for a consistent
-release, the cuboid's released value).
+A data-cube release gives one table per cuboid (``cuboid=("sex", "income")``): the rows are
+that cuboid's cells, each estimate the release's answer to that cell (for a consistent release,
+the cuboid's released value; for a cuboid that was not published, the sum over the published
+superset with the least variance, as :meth:`CuboidRelease.derive_cuboid`).
 """
 
 from __future__ import annotations
@@ -176,7 +177,8 @@ def labelled_table(
                     f"cuboid=(...) / --cuboid a,b (published: {listed})"
                 )
             names = list(published[0])
-        release._published_mask(names)  # an unpublished cuboid: the error lists what was
+        if tuple(sorted(names, key=release.schema.names.index)) not in release.published:
+            release.derive_cuboid(names)  # no published superset: the error says what to do
     elif names is not None:
         raise QueryError(
             f"cuboid= applies to data-cube releases; this is a {release.kind!r} release"
