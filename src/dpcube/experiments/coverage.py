@@ -47,6 +47,7 @@ def coverage_row(
     upper: NDArray[np.float64],
     answers: NDArray[np.float64],
     stddev: NDArray[np.float64],
+    assumed: NDArray[np.float64] | None = None,
 ) -> dict[str, Any]:
     """Coverage, median width and honesty of one release's intervals.
 
@@ -57,7 +58,14 @@ def coverage_row(
     """
     inside = (truth >= lower) & (truth <= upper)
     rmse = float(np.sqrt(np.mean((answers - truth) ** 2)))
-    return {
+    out: dict[str, Any] = {}
+    if assumed is not None:
+        # answers whose uniformity part is at most / more than 10 % of the answer
+        heavy = assumed > 0.1 * np.maximum(np.abs(answers), 1.0)
+        out["assumed_share_heavy"] = float(np.mean(heavy))
+        out["coverage_light"] = float(np.mean(inside[~heavy])) if (~heavy).any() else np.nan
+        out["coverage_heavy"] = float(np.mean(inside[heavy])) if heavy.any() else np.nan
+    return out | {
         "coverage": float(np.mean(inside)),
         "median_width": float(np.median(upper - lower)),
         "sd_over_rmse": float(np.sqrt(np.mean(stddev**2)) / rmse) if rmse > 0 else float("nan"),
@@ -106,7 +114,7 @@ def run(
                 for seed in range(releases):
                     r = cls(eps).release(hist, random_state=1000 + seed, account=False)
                     u = answer_uncertainty(r, qs, level=LEVEL, runs=runs, seed=seed)
-                    stats = coverage_row(truth, u.lower, u.upper, u.answers, u.stddev)
+                    stats = coverage_row(truth, u.lower, u.upper, u.answers, u.stddev, u.assumed)
                     stats["kind"] = u.kind
                     record(dname, mech, eps, seed, stats)
                 cpu = (time.process_time() - t0) / releases
@@ -140,8 +148,9 @@ def summary_table(rows: list[dict[str, Any]]) -> str:
         groups.setdefault((r["dataset"], r["mechanism"], r["epsilon"]), []).append(r)
     lines = [
         "| data set | mechanism | epsilon | coverage of 95 % intervals (min..max) | median width | "
-        "stated sd / actual RMSE | in 90-99 %? |",
-        "|---|---|---|---|---|---|---|",
+        "stated sd / actual RMSE | in 90-99 %? | answers > 10 % assumed | coverage there "
+        "/ elsewhere |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for (d, m, e), rs in groups.items():
         cov = np.array([r["coverage"] for r in rs])
@@ -152,9 +161,15 @@ def summary_table(rows: list[dict[str, Any]]) -> str:
             if 0.90 <= cov.mean() <= 0.99
             else ("no (too wide)" if cov.mean() > 0.99 else "**no**")
         )
+        split = "| - | - |"
+        if "assumed_share_heavy" in rs[0]:
+            share = np.mean([r["assumed_share_heavy"] for r in rs])
+            heavy = np.nanmean([r["coverage_heavy"] for r in rs]) if share > 0 else np.nan
+            light = np.nanmean([r["coverage_light"] for r in rs]) if share < 1 else np.nan
+            split = f"| {100 * share:.0f} % | {100 * heavy:.0f} % / {100 * light:.0f} % |"
         lines.append(
             f"| {d} | {m} | {e:g} | {100 * cov.mean():.1f} % ({100 * cov.min():.0f}..{100 * cov.max():.0f}) "
-            f"| {width:.4g} | {ratio:.2f} | {ok} |"
+            f"| {width:.4g} | {ratio:.2f} | {ok} " + split
         )
     return "\n".join(lines)
 

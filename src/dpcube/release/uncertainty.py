@@ -73,6 +73,8 @@ class Uncertainty:
     ``noise_sd``: noise only, NaN where not known; never the answer's error for a bootstrap.
     ``lower``/``upper``: the interval at ``level`` (NaN for ``"none"``). ``bias``: the
     bootstrap's mean error (0 for exact, NaN for none). ``reason``: one line a user reads.
+    ``assumed``: for spatial leaf releases, the part of each answer spread into the query by the
+    uniformity assumption (the intervals are least trustworthy where it is a large share).
     """
 
     answers: NDArray[np.float64]
@@ -85,6 +87,9 @@ class Uncertainty:
     reason: str
     level: float
     runs: int = 0
+    #: The part of each answer resting on the uniformity assumption (leaves the query cuts, see
+    #: ``LeafRelease.assumed_many``), which the bootstrap cannot see; NaN where not applicable.
+    assumed: NDArray[np.float64] | None = None
 
 
 @dataclass(frozen=True)
@@ -221,9 +226,12 @@ def answer_uncertainty(
     lower = np.maximum(np.minimum(answers - hi_q, answers + lo_q), 0.0)
     upper = np.maximum(np.maximum(answers - lo_q, answers + hi_q), lower)
     rms = np.sqrt(np.mean(errors**2, axis=0))
+    assumed_many = getattr(release, "assumed_many", None)
+    assumed = np.asarray(assumed_many(queries), dtype=np.float64) if assumed_many else None
     return Uncertainty(
-        answers, rms, noise_sd, lower, upper, errors.mean(axis=0), "bootstrap", reason, level, runs
-    )
+        answers, rms, noise_sd, lower, upper, errors.mean(axis=0), "bootstrap", reason, level,
+        runs, assumed,
+    )  # fmt: skip
 
 
 #: Replicates per release object, keyed by (runs, seed); freed with the release.
