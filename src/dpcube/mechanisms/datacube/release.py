@@ -229,6 +229,14 @@ class CuboidRelease(Release):
             out[k] = float(box_sums(self._prefix_of(mask), boxes[k : k + 1, axes, :])[0])
         return out
 
+    @property
+    def linear_unbiased(self) -> bool:
+        """Whether answers are linear in the noise and unbiased (no consistency, or L2
+        consistency; no clamping or rounding): their exact variance is then their error
+        (:mod:`dpcube.release.uncertainty`). L1/L-infinity consistency, clamping and rounding
+        have no error estimate yet (no bootstrap for data cubes)."""
+        return self.mode in ("sources", "l2")
+
     def variance_many(self, queries: Sequence[Mapping[str, Any]]) -> NDArray[np.float64]:
         boxes = self.boxes(queries)
         out = np.empty(len(queries), dtype=np.float64)
