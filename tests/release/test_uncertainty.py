@@ -101,7 +101,7 @@ def test_bootstrap_covers_the_truth_at_close_to_nominal_on_privtree() -> None:
     F = _grid(32, seed=1)
     hist = Histogram(spatial_case_schema(32, 32), F)
     boxes = query_boxes(F.shape, "random", 60, seed=2)
-    qs = [{"p": b.tolist()} for b in boxes]
+    qs = [{"p": {"bins": b.tolist()}} for b in boxes]
     truth = box_sums(prefix_sums(F), boxes)
     inside = []
     for seed in range(4):
@@ -143,7 +143,7 @@ def test_the_bootstrap_spends_no_budget(tmp_path: Path) -> None:
     assert r.metadata.for_publication and len(ledger.charges()) == 1
     home = Path(os.environ["DPCUBE_HOME"])
     before = {p: p.stat().st_mtime_ns for p in home.rglob("*")}
-    u = answer_uncertainty(r, [{"p": [[0, 7], [0, 7]]}], runs=30)
+    u = answer_uncertainty(r, [{"p": {"bins": [[0, 7], [0, 7]]}}], runs=30)
     after = {p: p.stat().st_mtime_ns for p in home.rglob("*")}
     assert after == before  # no ledger opened, created or written (not even its directory)
     assert u.kind == "bootstrap" and np.isfinite(u.stddev).all()
@@ -155,7 +155,7 @@ def test_noise_sd_is_never_labelled_as_the_error(tmp_path: Path) -> None:
     r = HTF(1.0).release(Histogram(spatial_case_schema(32, 32), F), random_state=1)
     r.save(tmp_path / "rel")
     loaded = dpcube.load_release(tmp_path / "rel")  # the bootstrap works from the manifest alone
-    qs = [{"p": [[0, 15], [3, 20]]}, {"p": [[10, 31], [0, 31]]}]
+    qs = [{"p": {"bins": [[0, 15], [3, 20]]}}, {"p": {"bins": [[10, 31], [0, 31]]}}]
     u = answer_uncertainty(loaded, qs, runs=40, seed=2)
     assert u.kind == "bootstrap"
     assert np.isfinite(u.noise_sd).all()  # HTF's leaf noises are independent: known
@@ -199,7 +199,7 @@ def test_bootstrap_errors_shape_and_seed() -> None:
     r = PrivTree(1.0).release(
         Histogram(spatial_case_schema(16, 16), _grid(16, 7)), random_state=0, account=False
     )
-    e1 = bootstrap_errors(r, [{}, {"p": [[0, 3], [0, 3]]}], runs=25, seed=9)
+    e1 = bootstrap_errors(r, [{}, {"p": {"bins": [[0, 3], [0, 3]]}}], runs=25, seed=9)
     assert e1.shape == (25, 2)
     assert not np.all(e1 == 0)
 
