@@ -105,7 +105,7 @@ def run(
     for dname, F in grids.items():
         hist = Histogram(spatial_case_schema(*F.shape), F)
         boxes = query_boxes(F.shape, "random", queries, seed=7)
-        qs = [{"p": {"bins": b.tolist()}} for b in boxes]
+        qs: list[dict[str, Any]] = [{"p": {"bins": b.tolist()}} for b in boxes]
         truth = _grid_truth(F, boxes)
         for mech in mechanisms:
             cls = registry.resolve(registry.MECHANISMS, mech, "mechanism")
