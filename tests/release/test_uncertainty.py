@@ -212,3 +212,20 @@ def test_coverage_experiment_quick(tmp_path: Path, quick: bool) -> None:
     text = (tmp_path / "coverage.md").read_text()
     assert "| synthetic Gaussian | htf | 1 |" in text and "census cdp" in text
     assert (tmp_path / "coverage_runs.csv").stat().st_size > 0
+
+
+def test_data_cubes_exact_without_clamping_and_none_with_it() -> None:
+    from dpcube.mechanisms.datacube import DataCube
+
+    s = Schema.from_dict(
+        {"attributes": [{"name": n, "kind": "nominal", "categories": ["0", "1"]} for n in "ab"]}
+    )
+    hist = Histogram(s, [[10, 20], [30, 40]])
+    qs = [{"a": "1"}, {"b": "0"}]
+    linear = DataCube(1.0, consistency="l2").release(hist, random_state=1, account=False)
+    u = answer_uncertainty(linear, qs)
+    assert u.kind == "exact"
+    np.testing.assert_array_equal(u.stddev, np.sqrt(linear.variance_many(qs)))
+    clamped = DataCube(1.0, nonnegative=True).release(hist, random_state=1, account=False)
+    n = answer_uncertainty(clamped, qs)
+    assert n.kind == "none" and "no error estimate" in format_answer(n.answers[0], n, 0)

@@ -169,9 +169,11 @@ def uncertainty_kind(release: Release) -> tuple[Kind, str]:
     if callable(getattr(release, "bootstrap_world", None)):
         why = getattr(release, "bootstrap_reason", "the estimate is not linear in the noise")
         return "bootstrap", f"{why}: parametric bootstrap from the release (no budget spent)"
+    why = (
+        getattr(release, "no_estimate_reason", None) or "it has no exact variance and no bootstrap"
+    )
     return "none", (
-        f"no error estimate: a {release.kind!r} release of {release.metadata.mechanism!r} has "
-        "no exact variance and no bootstrap"
+        f"no error estimate: a {release.kind!r} release of {release.metadata.mechanism!r} ({why})"
     )
 
 

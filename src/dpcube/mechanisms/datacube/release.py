@@ -237,6 +237,12 @@ class CuboidRelease(Release):
         have no error estimate yet (no bootstrap for data cubes)."""
         return self.mode in ("sources", "l2")
 
+    #: Why a non-linear data cube has no error estimate (:mod:`dpcube.release.uncertainty`).
+    no_estimate_reason = (
+        "clamping, rounding or L1/L-infinity consistency make it non-linear, and data cubes have "
+        "no bootstrap yet"
+    )
+
     def variance_many(self, queries: Sequence[Mapping[str, Any]]) -> NDArray[np.float64]:
         boxes = self.boxes(queries)
         out = np.empty(len(queries), dtype=np.float64)
