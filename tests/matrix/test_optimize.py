@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import scipy.optimize
 
+from dpcube.linalg.marginal import marginal_tables
 from dpcube.linalg.solve import GramSolver
 from dpcube.mechanisms.matrix.mechanism import MatrixMechanism, make_strategy
 from dpcube.mechanisms.matrix.optimize import (
-    _marginal_tables,
     gaussian_optimum,
     gaussian_optimum_dense,
     kron_terms,
@@ -128,7 +128,7 @@ def test_marginals_parameterisation_gradient_and_operator_agree() -> None:
     assert terms is not None
     weights = marginal_weights(terms)
     assert weights == {frozenset({0, 1}): 1.0, frozenset({0, 2}): 1.0, frozenset({1, 2}): 1.0}
-    tables = _marginal_tables(weights, (3, 4, 2))[1:]
+    tables = marginal_tables(weights, (3, 4, 2))[1:]
     theta = np.random.default_rng(0).uniform(0.2, 1.0, size=8)
     _, grad = marginals_objective(theta, *tables)
     numeric = scipy.optimize.approx_fprime(

@@ -11,7 +11,7 @@ statistical queries under differential privacy" (VLDB 2018, "HDMM"):
   L-BFGS-B with the bound ``Θ ≥ 0`` over several restarts (seeded) and p values.
 - :func:`opt_marginals` is OPT_M (HDMM §6.3) for workloads in the marginal algebra
   (``G = Σ_T w_T ⊗ᵢ (I if i ∈ T else J)``): one weight per marginal, ``‖A‖₁ = Σθ``, the error in
-  closed form on the common eigenspaces (:func:`_marginal_tables`), 2^d variables.
+  closed form on the common eigenspaces (:mod:`dpcube.linalg.marginal`), 2^d variables.
 - :func:`opt_kron` is OPT_⊗ (HDMM §6.2, Theorem 6 / Eq. 8): for a workload whose Gram is a sum
   of Kronecker products ``G = Σ_j ⊗ᵢ G_ij`` (one term for a product workload: AllRange(d₁,…),
   Prefix; several for marginals and unions of products) the strategy ``⊗ᵢ Aᵢ`` has
@@ -44,6 +44,7 @@ import numpy as np
 import scipy.optimize
 from numpy.typing import NDArray
 
+from dpcube.linalg.marginal import classify_factor, marginal_tables
 from dpcube.linalg.operators import Kronecker, LinearOperator, Sum
 
 FloatArray = NDArray[np.float64]
@@ -59,23 +60,35 @@ def pidentity_matrix(theta: FloatArray) -> FloatArray:
 def pidentity_objective(
     theta_flat: FloatArray, gram: FloatArray, p: int
 ) -> tuple[float, FloatArray]:
-    """``f(Θ) = tr(D G D X⁻¹)`` and its gradient (HDMM §6.1).
+    """``f(Θ) = tr(D G D X⁻¹)`` and its gradient (HDMM §6.1), with one p x n x n product.
 
-    With ``Y = X⁻¹``, ``c = 1 + 1ᵀΘ`` and ``G_c = D G D``: ``dY = −Y (dΘᵀΘ + ΘᵀdΘ) Y`` gives
-    ``∂f/∂Θ = −2 Θ Y G_c Y``; through c, ``∂f/∂c_k = 2 Σ_j c_j G_kj Y_kj`` and ``∂c_k/∂Θ_lk = 1``.
-    ``ΘY = Θ − ΘΘᵀ R⁻¹ Θ`` with ``R = I + ΘΘᵀ`` (so ``ΘY = R⁻¹Θ``) keeps everything O(p n²).
+    With ``c = 1 + 1ᵀΘ``, ``D = diag(c)``, ``C = D G D``, ``R = I_p + ΘΘᵀ`` and ``M = R⁻¹Θ``,
+    Woodbury gives ``Y = X⁻¹ = I − ΘᵀM``. Everything follows from ``T = (M D) G`` (p x n, the only
+    O(p n²) step; ``M C = T D``):
+
+    - ``f = tr(C) − tr(C ΘᵀM) = Σ_k G_kk c_k² − Σ (T D) ∘ Θ``;
+    - ``dY = −Y (dΘᵀΘ + ΘᵀdΘ) Y`` gives ``∂f/∂Θ|_c = −2 Θ Y C Y = −2 M C Y`` (as ``ΘY = M``), and
+      ``M C Y = T D − ((T D) Θᵀ) M`` is O(p² n);
+    - through c: ``∂f/∂c_k = 2 Σ_j G_kj c_j Y_kj = 2 (G_kk c_k − Σ_l Θ_lk T_lk)`` and
+      ``∂c_k/∂Θ_lk = 1``.
+
+    >>> import numpy as np
+    >>> g = np.eye(3)
+    >>> f, grad = pidentity_objective(np.zeros(3), g, 1)  # Θ = 0: the identity, tr(G)
+    >>> float(f), grad.round(6).tolist()
+    (3.0, [2.0, 2.0, 2.0])
     """
     n = gram.shape[0]
     theta = theta_flat.reshape(p, n)
     c = 1.0 + theta.sum(axis=0)
     r = np.eye(p) + theta @ theta.T
-    r_inv_theta = np.linalg.solve(r, theta)  # = Θ Y (p x n)
-    y = np.eye(n) - theta.T @ r_inv_theta
-    gc = gram * np.outer(c, c)
-    f = float(np.sum(gc * y))
-    ty = r_inv_theta
-    grad = -2.0 * (ty @ gc) @ y
-    grad += (2.0 * ((gram * y) @ c))[None, :]
+    m = np.linalg.solve(r, theta)
+    t = (m * c) @ gram
+    diag = np.diag(gram)
+    tc = t * c
+    f = float(np.dot(diag, c * c) - np.sum(tc * theta))
+    mcy = tc - (tc @ theta.T) @ m
+    grad = -2.0 * mcy + (2.0 * (diag * c - np.sum(theta * t, axis=0)))[None, :]
     return f, grad.ravel()
 
 
@@ -214,40 +227,15 @@ def marginal_weights(terms: list[list[FloatArray]]) -> dict[frozenset[int], floa
     for term in terms:
         coef, axes = 1.0, set()
         for i, f in enumerate(term):
-            c = float(f[0, 0])
-            if f.shape[0] > 1 and np.allclose(f, c * np.eye(f.shape[0])):
-                axes.add(i)
-            elif not np.allclose(f, c):
+            kind = classify_factor(f)
+            if kind is None:
                 return None
-            coef *= c
+            if kind[0] == "I":
+                axes.add(i)
+            coef *= kind[1]
         key = frozenset(axes)
         out[key] = out.get(key, 0.0) + coef
     return out
-
-
-def _subsets(k: int) -> list[frozenset[int]]:
-    return [frozenset(i for i in range(k) if mask >> i & 1) for mask in range(2**k)]
-
-
-def _marginal_tables(
-    weights: dict[frozenset[int], float], dims: Sequence[int]
-) -> tuple[list[frozenset[int]], FloatArray, FloatArray, FloatArray, FloatArray]:
-    """Spectral tables of the marginal algebra.
-
-    Per axis ``I = P + Q`` and ``J = nᵢ P`` (P = J/nᵢ), so the projectors
-    ``E_R = ⊗ (Q if i ∈ R else P)`` (rank ``Πᵢ∈R (nᵢ − 1)``) diagonalise every ``C_S``:
-    ``C_S E_R = [R ⊆ S] Π_{i∉S} nᵢ E_R``. Returns subsets, ``rank(R)``, ``g(R)`` (the workload's
-    eigenvalue on E_R), the 0/1 containment matrix ``[R ⊆ S]`` and ``c_S = Π_{i∉S} nᵢ``.
-    """
-    subs = _subsets(len(dims))
-    rank = np.array([math.prod(dims[i] - 1 for i in r) for r in subs], dtype=np.float64)
-    c = np.array(
-        [math.prod(d for i, d in enumerate(dims) if i not in s_) for s_ in subs], dtype=np.float64
-    )
-    contain = np.array([[1.0 if r <= s_ else 0.0 for s_ in subs] for r in subs])
-    w = np.array([weights.get(s_, 0.0) for s_ in subs])
-    g = contain @ (w * c)
-    return subs, rank, g, contain, c
 
 
 def marginals_objective(
@@ -273,7 +261,7 @@ def opt_marginals(
     weights: dict[frozenset[int], float], dims: Sequence[int], *, restarts: int = 4, seed: int = 0
 ) -> tuple[list[frozenset[int]], FloatArray, float]:
     """OPT_M: the weights θ_S of the marginals strategy (L-BFGS-B, seeded restarts)."""
-    subs, rank, g, contain, c = _marginal_tables(weights, dims)
+    subs, rank, g, contain, c = marginal_tables(weights, dims)
     rng = np.random.default_rng(seed)
     best_theta, best = np.zeros(len(subs)), math.inf
     for _ in range(restarts):
