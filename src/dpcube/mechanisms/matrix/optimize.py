@@ -45,7 +45,8 @@ import scipy.optimize
 from numpy.typing import NDArray
 
 from dpcube.linalg.marginal import classify_factor, marginal_tables
-from dpcube.linalg.operators import Kronecker, LinearOperator, Sum
+from dpcube.linalg.operators import Explicit, Kronecker, LinearOperator, Sum
+from dpcube.linalg.solve import GramSolver
 
 FloatArray = NDArray[np.float64]
 
@@ -105,19 +106,21 @@ class PIdentityResult:
         return pidentity_matrix(self.theta)
 
 
-#: Above this axis size OPT_0 runs one restart at p = n/16 for at most 300 iterations (HDMM's
-#: default p; each evaluation is O(p n²)), keeping AllRange(1024) near HDMM's 16 s.
+#: Above this axis size OPT_0 runs one restart at p = n/16 (HDMM's default p; each evaluation is
+#: one p x n x n product, :func:`pidentity_objective`) for at most 1,000 iterations: 11 CPU seconds
+#: on AllRange(1024) with one BLAS thread, under HDMM's 16 s.
 LARGE_AXIS = 256
 
 
 def _schedule(n: int) -> tuple[list[int], int, int]:
     """(p values, restarts, max iterations) of OPT_0 on an axis of n cells.
 
-    Restarts matter more than iterations: on Prefix(256) four seeded restarts at p = 16 end
-    between 13,769 and 14,114 (ε = 1), while 1,500 iterations from one start reach 13,961.
+    Restarts matter more than iterations at moderate n: on Prefix(256) four seeded restarts at
+    p = 16 end between 13,769 and 14,114 (ε = 1), while 1,500 iterations from one start reach
+    13,961. On 1,024 cells iterations still pay (AllRange(1024): 300 → 64.42e6, 1,000 → 64.11e6).
     """
     if n > LARGE_AXIS:
-        return [n // 16], 1, 300
+        return [n // 16], 1, 1000
     if n > 16:
         return [n // 16], 4, 500
     return sorted({max(1, n // 4), max(1, n // 2), n}), 2, 500
@@ -185,7 +188,8 @@ class KronResult:
 
 
 def _trace_inv(g: FloatArray, a: FloatArray) -> float:
-    return float(np.sum(g * np.linalg.pinv(a.T @ a)))
+    """``tr(G (AᵀA)⁺)`` (Cholesky, or the pseudo-inverse when AᵀA is singular)."""
+    return GramSolver(Explicit(a.T @ a)).trace_with(Explicit(g))
 
 
 def opt_kron(
@@ -213,6 +217,67 @@ def opt_kron(
         prev = obj
     objective = sum(math.prod(_trace_inv(term[m], factors[m]) for m in range(k)) for term in terms)
     return KronResult(factors, objective, time.perf_counter() - start)
+
+
+# -- unions of Kronecker products (HDMM §6.4, OPT_+) ------------------------------------------------
+
+
+@dataclass
+class UnionResult:
+    """OPT_+: one Kronecker strategy per workload term, stacked with weights ``w`` (``Σw = 1``).
+
+    ``parts[j]`` are term j's per-axis factors (every column of L1 norm 1), so the stack
+    ``[w₁ A₁; …; w_k A_k]`` has ``‖A‖₁ = Σw = 1``; ``bound = (Σ_j e_j^{1/3})³`` is an upper bound
+    on its ``tr(G (AᵀA)⁺)`` (``e_j = tr(G_j (A_jᵀA_j)⁻¹)``, see :func:`opt_union`).
+    """
+
+    parts: list[list[FloatArray]]
+    weights: FloatArray
+    bound: float
+    seconds: float
+
+
+def union_weights(errors: Sequence[float]) -> tuple[FloatArray, float]:
+    """Weights minimising ``(Σ w_j)² Σ_j e_j / w_j²``: ``w_j ∝ e_j^{1/3}``, value ``(Σ e_j^{1/3})³``.
+
+    (Stationarity: ``2 S Σ e/w² = 2 S² e_j / w_j³`` for every j, with ``S = Σw``.)
+
+    >>> w, value = union_weights([1.0, 8.0])
+    >>> w.round(6).tolist(), round(value, 6)
+    ([0.333333, 0.666667], 27.0)
+    """
+    e = np.asarray(errors, dtype=np.float64)
+    r = np.cbrt(e)
+    return r / r.sum(), float(r.sum() ** 3)
+
+
+def opt_union(
+    terms: list[list[FloatArray]], *, restarts: int | None = None, seed: int = 0
+) -> UnionResult:
+    """OPT_+ (HDMM §6.4) for ``G = Σ_j ⊗ᵢ G_ij``: a union of Kronecker products.
+
+    Term j gets its own product ``A_j = ⊗ᵢ A_ij``: the total query ``1ᵀ`` on axes where
+    ``G_ij`` is a multiple of J (its optimum), OPT_0's p-Identity elsewhere. Stacked with weights
+    ``w_j``, ``AᵀA = Σ_j w_j² A_jᵀA_j ⪰ w_j² A_jᵀA_j``, so ``tr(G_j (AᵀA)⁺) ≤ e_j / w_j²`` and the
+    error is at most ``(Σw)² Σ_j e_j / w_j²``, minimised by :func:`union_weights`. The exact error
+    of the stack (never above the bound) is computed by the caller.
+    """
+    start = time.perf_counter()
+    parts: list[list[FloatArray]] = []
+    errors: list[float] = []
+    for j, term in enumerate(terms):
+        factors: list[FloatArray] = []
+        for i, g in enumerate(term):
+            kind = classify_factor(g)
+            if kind is not None and kind[0] == "J":
+                factors.append(np.ones((1, g.shape[0])))
+            else:
+                res = opt_pidentity(g, restarts=restarts, seed=seed + 31 * j + i)
+                factors.append(res.matrix)
+        parts.append(factors)
+        errors.append(math.prod(_trace_inv(g, a) for g, a in zip(term, factors, strict=True)))
+    weights, bound = union_weights(errors)
+    return UnionResult(parts, weights, bound, time.perf_counter() - start)
 
 
 # -- marginals (HDMM §6.3) ------------------------------------------------------------------------
@@ -356,11 +421,19 @@ def _kron_l1_error(terms: list[list[FloatArray]], factors: Sequence[FloatArray])
     return l1**2 * trace
 
 
+#: OPT_+ is tried up to this many cells (its stacked Gram is solved densely by the mechanism), and
+#: its error is computed exactly up to UNION_EXACT_CELLS (above, the upper bound of
+#: :func:`opt_union` is compared, so a chosen union is never worse than reported).
+UNION_MAX_CELLS = 4096
+UNION_EXACT_CELLS = 1024
+
+
 def optimized_strategy(workload: Any, *, seed: int = 0) -> Any:
     """The ``opt`` strategy: OPT_0 / OPT_⊗ under L1, or a fixed strategy when one is better.
 
     Candidates: the optimised p-Identity (1-D) or Kronecker product of p-Identities (a Gram that
-    is a sum of Kronecker products: product workloads, marginals, unions of products), and the
+    is a sum of Kronecker products: product workloads, marginals, unions of products), OPT_M
+    (marginal workloads), OPT_+ (other unions of products, up to :data:`UNION_MAX_CELLS`), and the
     per-axis identity, hierarchical and (power-of-two axes) Haar wavelet; the least
     ``‖A‖₁² tr(G (AᵀA)⁻¹)`` is kept. Data-independent (no budget); seeded, so reproducible.
     ``info`` records the objective, the winner and the optimisation time.
@@ -399,8 +472,24 @@ def optimized_strategy(workload: Any, *, seed: int = 0) -> Any:
     mw = marginal_weights(terms) if len(dims) > 1 else None
     if mw is not None:
         subs, theta, errors["marginals"] = opt_marginals(mw, dims, seed=seed)
+    union = None
+    if len(terms) > 1 and mw is None and workload.n <= UNION_MAX_CELLS:
+        union = opt_union(terms, seed=seed)
+        union_parts = [
+            kron([dense(w * f if i == 0 else f) for i, f in enumerate(factors)])
+            for w, factors in zip(union.weights, union.parts, strict=True)
+            if w > 0
+        ]
+        union_strategy = stack(union_parts, name="opt")
+        errors["union"] = union.bound
+        if workload.n <= UNION_EXACT_CELLS:
+            op = union_strategy.operator
+            trace = GramSolver.for_strategy(op).trace_with(workload.gram)
+            errors["union"] = op.l1_sensitivity() ** 2 * trace
     winner = min(errors, key=lambda k: errors[k])
-    if winner == "pidentity":
+    if winner == "union":
+        out = union_strategy
+    elif winner == "pidentity":
         out = kron([dense(f, name="pidentity") for f in res.factors], name="opt")
     elif winner == "marginals":
         parts = []
@@ -445,9 +534,12 @@ def gaussian_optimal_strategy(workload: Any) -> Any:
 
 
 __all__ = [
+    "UNION_EXACT_CELLS",
+    "UNION_MAX_CELLS",
     "GaussianOptimum",
     "KronResult",
     "PIdentityResult",
+    "UnionResult",
     "gaussian_optimal_strategy",
     "gaussian_optimum",
     "gaussian_optimum_dense",
@@ -457,7 +549,9 @@ __all__ = [
     "opt_kron",
     "opt_marginals",
     "opt_pidentity",
+    "opt_union",
     "optimized_strategy",
     "pidentity_matrix",
     "pidentity_objective",
+    "union_weights",
 ]
