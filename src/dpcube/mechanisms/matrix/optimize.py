@@ -6,8 +6,9 @@ statistical queries under differential privacy" (VLDB 2018, "HDMM"):
 - :func:`opt_pidentity` is OPT_0 (HDMM §6.1, Definition 6): the p-Identity strategy
   ``A(Θ) = [I; Θ] D⁻¹`` with ``Θ ≥ 0`` (p x n) and ``D = diag(1 + 1ᵀΘ)``, so every column of A has
   L1 norm 1 and ``‖A‖₁ = 1``. The objective is ``‖W A⁺‖²_F = tr(D G D X⁻¹)`` with
-  ``X = I + ΘᵀΘ``; ``X⁻¹ = I − Θᵀ(I_p + ΘΘᵀ)⁻¹Θ`` (Woodbury) keeps each evaluation at O(p n²),
-  and the gradient is the closed form of HDMM §6.1 (derived in :func:`pidentity_objective`).
+  ``X = I + ΘᵀΘ``; ``X⁻¹ = I − Θᵀ(I_p + ΘΘᵀ)⁻¹Θ`` (Woodbury) keeps each evaluation at one
+  p x n x n product, and the gradient is the closed form of HDMM §6.1 (derived in
+  :func:`pidentity_objective`; ``X⁻¹`` is never formed).
   L-BFGS-B with the bound ``Θ ≥ 0`` over several restarts (seeded) and p values.
 - :func:`opt_marginals` is OPT_M (HDMM §6.3) for workloads in the marginal algebra
   (``G = Σ_T w_T ⊗ᵢ (I if i ∈ T else J)``): one weight per marginal, ``‖A‖₁ = Σθ``, the error in
@@ -18,6 +19,9 @@ statistical queries under differential privacy" (VLDB 2018, "HDMM"):
   ``‖A‖₁ = Πᵢ‖Aᵢ‖₁`` and ``tr(G (AᵀA)⁻¹) = Σ_j Πᵢ tr(G_ij Xᵢ⁻¹)``. With one term the factors are
   independent; with several, block coordinate descent: fixing every factor but i leaves the
   p-Identity problem on ``Σ_j c_j G_ij`` with ``c_j = Π_{k≠i} tr(G_kj X_k⁻¹)``.
+- :func:`opt_union` is OPT_+ (HDMM §6.4) for unions of products that are not marginal workloads:
+  one Kronecker product per term, stacked with the weights that minimise the union bound
+  (:func:`union_weights`).
 
 The least-squares reconstruction and the error evaluation stay those of :mod:`dpcube.linalg`
 (Kronecker strategies are factored per axis).
