@@ -19,7 +19,7 @@ statistical queries under differential privacy" (VLDB 2018, "HDMM"):
   ``‖A‖₁ = Πᵢ‖Aᵢ‖₁`` and ``tr(G (AᵀA)⁻¹) = Σ_j Πᵢ tr(G_ij Xᵢ⁻¹)``. With one term the factors are
   independent; with several, block coordinate descent: fixing every factor but i leaves the
   p-Identity problem on ``Σ_j c_j G_ij`` with ``c_j = Π_{k≠i} tr(G_kj X_k⁻¹)``.
-- :func:`opt_union` is OPT_+ (HDMM §6.4) for unions of products that are not marginal workloads:
+- :func:`opt_union` is OPT_+ (HDMM §6) for unions of products that are not marginal workloads:
   one Kronecker product per term, stacked with the weights that minimise the union bound
   (:func:`union_weights`).
 
@@ -223,7 +223,7 @@ def opt_kron(
     return KronResult(factors, objective, time.perf_counter() - start)
 
 
-# -- unions of Kronecker products (HDMM §6.4, OPT_+) ------------------------------------------------
+# -- unions of Kronecker products (HDMM §6, OPT_+) ------------------------------------------------
 
 
 @dataclass
@@ -258,13 +258,14 @@ def union_weights(errors: Sequence[float]) -> tuple[FloatArray, float]:
 def opt_union(
     terms: list[list[FloatArray]], *, restarts: int | None = None, seed: int = 0
 ) -> UnionResult:
-    """OPT_+ (HDMM §6.4) for ``G = Σ_j ⊗ᵢ G_ij``: a union of Kronecker products.
+    """OPT_+ (HDMM §6) for ``G = Σ_j ⊗ᵢ G_ij``: a union of Kronecker products.
 
     Term j gets its own product ``A_j = ⊗ᵢ A_ij``: the total query ``1ᵀ`` on axes where
     ``G_ij`` is a multiple of J (its optimum), OPT_0's p-Identity elsewhere. Stacked with weights
     ``w_j``, ``AᵀA = Σ_j w_j² A_jᵀA_j ⪰ w_j² A_jᵀA_j``, so ``tr(G_j (AᵀA)⁺) ≤ e_j / w_j²`` and the
     error is at most ``(Σw)² Σ_j e_j / w_j²``, minimised by :func:`union_weights`. The exact error
-    of the stack (never above the bound) is computed by the caller.
+    of the stack (never above the bound) is computed by the caller. Simplified against HDMM: one
+    group per term, each term's product optimised for that term alone (no joint refinement).
     """
     start = time.perf_counter()
     parts: list[list[FloatArray]] = []
