@@ -300,3 +300,18 @@ def test_svdb_of_marginals_in_closed_form_matches_dense() -> None:
     mu = np.linalg.eigvalsh(w.gram.dense())
     mu[mu < 1e-12 * mu.max()] = 0.0  # rounding noise of the zero eigenvalues (sqrt would show it)
     assert svdb(w.gram) == pytest.approx(float(np.sqrt(mu).sum()) ** 2 / 24, rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_small_p_runs_do_not_collapse_to_the_identity(seed: int) -> None:
+    # unscaled, seed 1 stopped after 3 iterations at Θ = 0 (the identity, ratio 1.0); on G/tr(G)
+    # every seed reaches 2,430,409 / 5,658,112 = 0.43 (p = 4)
+    g = allrange_gram_1d(256)
+    res = opt_pidentity(g, p_values=[4], restarts=1, seed=seed)
+    assert res.objective < 0.5 * np.trace(g)
+    assert res.objective == pytest.approx(
+        float(
+            np.sum(g * np.linalg.inv(pidentity_matrix(res.theta).T @ pidentity_matrix(res.theta)))
+        ),
+        rel=1e-9,
+    )
