@@ -40,6 +40,10 @@ from dpcube.schema import Schema
 #: LSA runs in ``dpcube plan`` only up to this many cells (it is O(k n³)).
 MAX_LSA_CELLS = 1024
 
+#: ``eigen`` is listed by default only up to this many cells (a dense n x n eigendecomposition
+#: and a dense solve: 4,096 cells took 86 s); ask for it with ``--strategies`` above.
+MAX_EIGEN_CELLS = 1024
+
 #: With delta, the Gaussian optimum is solved densely per axis up to this many cells (an
 #: eigendecomposition per iteration); ``gauss-opt`` is listed by default up to MAX_GAUSS_OPT_AXIS.
 MAX_OPTIMUM_AXIS = 2048
@@ -47,13 +51,14 @@ MAX_GAUSS_OPT_AXIS = 256
 
 
 def applicable(workload: Workload) -> list[str]:
-    """Strategies that apply to the workload's grid (power-of-two axes for the wavelet, dense
-    strategies up to :data:`MAX_DENSE_CELLS` cells, LSA up to :data:`MAX_LSA_CELLS`)."""
+    """Strategies listed by default for the workload's grid (power-of-two axes for the wavelet,
+    ``eigen`` up to :data:`MAX_EIGEN_CELLS` cells, LSA up to :data:`MAX_LSA_CELLS`, ``opt`` for
+    1-D workloads and Grams that are sums of Kronecker products)."""
     n = workload.n
     names = ["identity", "hierarchical"]
     if all(d & (d - 1) == 0 for d in workload.dims):
         names.append("wavelet")
-    if n <= MAX_DENSE_CELLS:
+    if n <= min(MAX_DENSE_CELLS, MAX_EIGEN_CELLS):
         names.append("eigen")
     if n <= MAX_LSA_CELLS:
         names.append("lsa")
@@ -179,6 +184,7 @@ def handler(args: argparse.Namespace) -> int:
 
 
 __all__ = [
+    "MAX_EIGEN_CELLS",
     "MAX_GAUSS_OPT_AXIS",
     "MAX_LSA_CELLS",
     "MAX_OPTIMUM_AXIS",
