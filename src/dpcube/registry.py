@@ -54,7 +54,7 @@ BENCHMARKS: dict[str, str] = {
 #: Extra ``dpcube`` sub-commands -> a function ``register(subparsers)`` that adds the sub-command
 #: and sets ``func`` (``handler(args) -> int``) as its default.
 COMMANDS: dict[str, str] = {
-    "plan": "dpcube.mechanisms.matrix.plan:register",
+    "plan": "dpcube.planning.cli:register",
 }
 
 

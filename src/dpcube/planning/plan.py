@@ -50,8 +50,12 @@ class Candidate:
 
     ``expected_error``: total squared error over the workload's queries (basis ``"exact"``), NaN
     otherwise. ``benchmark``: for basis ``"benchmark"``, the public figure (metric, value, data,
-    epsilon, source page, command). ``error_at(epsilon)``: the exact error at another epsilon
-    (same delta), for the inverse question (:mod:`dpcube.planning.inverse`).
+    epsilon, source page, command). For the inverse question (:mod:`dpcube.planning.inverse`):
+    ``error_at(epsilon)``, the exact error at another epsilon (same delta); ``tail``, the noise
+    family of an answer (``"laplace"``: combinations of continuous Laplace draws,
+    ``"discrete-laplace"``, ``"normal"``: continuous Gaussian, ``"subgaussian"``: discrete
+    Gaussian); ``spread_at(epsilon, aggregate)``, when given, the (standard deviation of the
+    dominating continuous noise, lattice margin) of the ``"max"`` or ``"mean"`` query.
     """
 
     mechanism: str
@@ -65,7 +69,11 @@ class Candidate:
     label: str = ""
     benchmark: dict[str, Any] | None = None
     max_query_variance: float | None = None
+    tail: str = ""
     error_at: Callable[[float], float] | None = field(default=None, repr=False, compare=False)
+    spread_at: Callable[[float, str], tuple[float, float]] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         if self.basis not in BASES:

@@ -22,8 +22,16 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+from numpy.typing import NDArray
+
 from dpcube.errors import QueryError
-from dpcube.mechanisms.matrix.workloads import Workload, parse_workload, resolve_workload
+from dpcube.mechanisms.matrix.workloads import (
+    Workload,
+    all_intervals,
+    parse_workload,
+    resolve_workload,
+)
 from dpcube.schema import Attribute, Nominal, Ordinal, Schema, Spatial
 
 #: The workload name of census group-size tables (no Gram matrix; benchmark figures only).
@@ -106,6 +114,34 @@ def resolve_planning_workload(workload: Any, schema: Schema | None = None) -> Wo
     return w
 
 
+#: Range and prefix workloads are listed query by query (for the largest query variance) up to
+#: this many queries.
+MAX_LISTED_QUERIES = 200_000
+
+
+def workload_boxes(w: Workload) -> NDArray[np.int64] | None:
+    """The workload's queries as boxes (q, axes, 2): its own, or those of an allrange / prefix
+    spec of at most :data:`MAX_LISTED_QUERIES` queries; None otherwise.
+
+    >>> from dpcube.mechanisms.matrix.workloads import parse_workload
+    >>> workload_boxes(parse_workload("prefix:3")).tolist()
+    [[[0, 0]], [[0, 1]], [[0, 2]]]
+    """
+    if w.boxes is not None:
+        return w.boxes
+    kind = (w.spec or "").split(":")[0]
+    if kind not in ("allrange", "prefix") or w.size > MAX_LISTED_QUERIES:
+        return None
+    per_axis = [
+        all_intervals(d)
+        if kind == "allrange"
+        else np.stack([np.zeros(d, np.int64), np.arange(d)], 1)
+        for d in w.dims
+    ]
+    grids = np.meshgrid(*[np.arange(len(p)) for p in per_axis], indexing="ij")
+    return np.stack([per_axis[i][g.ravel()] for i, g in enumerate(grids)], axis=1).astype(np.int64)
+
+
 def _int(text: str, spec: str) -> int:
     try:
         return int(text)
@@ -118,4 +154,5 @@ __all__ = [
     "attribute_family",
     "resolve_planning_workload",
     "schema_workload_spec",
+    "workload_boxes",
 ]
