@@ -25,6 +25,7 @@ MECHANISMS: dict[str, str] = {
     "census-hierarchy": "dpcube.mechanisms.census.mechanism:CensusHierarchy",
     "privelet": "dpcube.mechanisms.privelet.mechanism:Privelet",
     "privelet-plus": "dpcube.mechanisms.privelet.mechanism:PriveletPlus",
+    "auto": "dpcube.planning.auto:AutoMechanism",
 }
 
 #: ``kind`` in a release manifest -> Release subclass.
