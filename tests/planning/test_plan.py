@@ -202,3 +202,18 @@ def test_bad_requests_are_refused_clearly() -> None:
         plan_mechanisms(line(4), "allrange:8", 1.0)
     with pytest.raises(dpcube.DPCubeError, match="epsilon"):
         plan_mechanisms(line(4), "allrange:4", -1.0)
+
+
+def test_large_grid_path_equals_the_matrix_plan_on_a_small_one() -> None:
+    # A sum-of-Kronecker workload: on a small grid the matrix plan makes it dense; the large-grid
+    # path (never dense) must give the same error, trace and sensitivity.
+    from dpcube.mechanisms.matrix.plan import plan as matrix_plan
+    from dpcube.planning.candidates import kronecker_strategy_row
+    from dpcube.planning.workload import resolve_planning_workload
+
+    w = resolve_planning_workload("upto:1", mixed())
+    for name in ("identity", "hierarchical"):
+        dense = matrix_plan(w, 0.8, None, [name])["strategies"][name]
+        kron = kronecker_strategy_row(name, w, 0.8, None, "add_remove")
+        for key in ("error", "trace", "sensitivity", "support"):
+            assert kron[key] == pytest.approx(dense[key], rel=1e-10)

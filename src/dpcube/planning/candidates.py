@@ -15,9 +15,11 @@ from typing import Any
 import numpy as np
 
 from dpcube.errors import DPCubeError, QueryError
+from dpcube.linalg.operators import Kronecker
 from dpcube.mechanisms.matrix.workloads import Workload
 from dpcube.planning.benchmarks import benchmark_candidates
 from dpcube.planning.errors import (
+    MAX_DENSE_TRACE_CELLS,
     discrete_gaussian_release_sigma2,
     discrete_laplace_release_scale,
     discrete_laplace_release_variance,
@@ -258,6 +260,38 @@ def _lazy_largest_quadratic(name: str, w: Workload, boxes: np.ndarray) -> Callab
     return largest
 
 
+def kronecker_strategy_row(
+    name: str, w: Workload, epsilon: float, delta: float | None, neighbour: str
+) -> dict[str, Any]:
+    """The row ``mechanisms.matrix.plan.plan`` gives for a Kronecker strategy, for a workload
+    whose Gram is a sum of Kronecker products on a grid too large to make dense:
+    ``tr(G (AᵀA)⁻¹) = Σ_terms ∏_axes tr(Gᵢ (AᵢᵀAᵢ)⁻¹)`` (:func:`kron_trace`)."""
+    from dpcube.linalg.solve import GramSolver
+    from dpcube.mechanisms.matrix.mechanism import MatrixMechanism, make_strategy
+
+    if name not in ("identity", "hierarchical", "wavelet"):
+        raise QueryError(
+            f"strategy {name!r} needs a dense or Kronecker workload Gram; this one is a sum of "
+            f"Kronecker products over {w.n:,} cells (use identity, hierarchical or wavelet)"
+        )
+    s = make_strategy(name, w.dims, w)
+    if name == "identity":  # AᵀA = I
+        trace = kron_trace(w.gram, identity_factors(w.dims))
+    else:
+        solver = GramSolver.for_strategy(s.operator)
+        if solver.kron is None or len(solver.kron) != len(w.dims):
+            raise QueryError(f"strategy {name!r} is not a Kronecker product over the axes")
+        trace = kron_trace(w.gram, [f.inverse() for f in solver.kron])
+    mech = MatrixMechanism(epsilon, delta, neighbour=neighbour)
+    return {
+        "error": mech.release_noise_variance(s) * trace,
+        "rows": s.operator.rows,
+        "trace": trace,
+        "sensitivity": mech.sensitivity(s),
+        "support": mech.support(s),
+    }
+
+
 def matrix_candidates(
     w: Workload,
     epsilon: float,
@@ -277,11 +311,15 @@ def matrix_candidates(
     for name in names:
         label = f"matrix({name})"
         try:
-            result = matrix_plan(w, epsilon, delta, [name], neighbour=neighbour)
+            if isinstance(w.gram, Kronecker) or w.n <= MAX_DENSE_TRACE_CELLS:
+                row = matrix_plan(w, epsilon, delta, [name], neighbour=neighbour)["strategies"][
+                    name
+                ]
+            else:  # a sum of Kronecker products on a large grid: never made dense
+                row = kronecker_strategy_row(name, w, epsilon, delta, neighbour)
         except (DPCubeError, MemoryError) as exc:
             out.append(_not_applicable("matrix", str(exc), label=label, **common))
             continue
-        row = result["strategies"][name]
 
         def error_at(eps: float, row: dict[str, Any] = row) -> float:
             v = row_noise_variance(noise, row["sensitivity"], row["support"], eps, delta)
@@ -305,11 +343,11 @@ def matrix_candidates(
             assert largest is not None
             return math.sqrt(v * largest()), 0.0
 
-        note = f"{noise} noise on {row['rows']} strategy rows, ratio to svdb {row['ratio']:.3g}" + (
-            f", to the Gaussian optimum {row['ratio_to_optimum']:.3g}"
-            if "ratio_to_optimum" in row
-            else ""
-        )
+        note = f"{noise} noise on {row['rows']} strategy rows"
+        if "ratio" in row:
+            note += f", ratio to svdb {row['ratio']:.3g}"
+        if "ratio_to_optimum" in row:
+            note += f", to the Gaussian optimum {row['ratio_to_optimum']:.3g}"
         out.append(
             Candidate(
                 "matrix",

@@ -166,7 +166,10 @@ def recommend(candidates: Sequence[Candidate]) -> tuple[Candidate, str]:
         if len(exact) > 1:
             second = exact[1]
             ratio = second.expected_error / best.expected_error if best.expected_error else math.inf
-            reason += f"; the next, {second.label}, is {ratio:.3g}x larger"
+            if ratio < 1.0005:
+                reason += f"; {second.label} ties with it"
+            else:
+                reason += f"; the next, {second.label}, is {ratio:.3g}x larger"
         if bench:
             names = ", ".join(c.label for c in bench)
             reason += (
