@@ -217,3 +217,13 @@ def test_large_grid_path_equals_the_matrix_plan_on_a_small_one() -> None:
         kron = kronecker_strategy_row(name, w, 0.8, None, "add_remove")
         for key in ("error", "trace", "sensitivity", "support"):
             assert kron[key] == pytest.approx(dense[key], rel=1e-10)
+
+
+def test_upto_boxes_list_exactly_the_upto_workload() -> None:
+    from dpcube.planning.workload import upto_boxes
+
+    for k in (0, 1, 2, 3):
+        w = attribute_queries(k, "r3,t4@0-1.2-3,r2x2")
+        boxes = upto_boxes(k, "r3,t4@0-1.2-3,r2x2")
+        assert len(boxes) == w.size
+        assert np.allclose(from_boxes(boxes, w.dims).gram.dense(), w.gram.dense())
