@@ -145,7 +145,10 @@ class AutoMechanism(Mechanism):
     def from_cli(cls, args: Any, params: dict[str, Any]) -> Mechanism:
         options = {"workload": getattr(args, "workload", None)}
         options.update(params)
-        return cls(epsilon=args.epsilon, delta=args.delta, neighbour=args.neighbour, **options)
+        mech = cls(epsilon=args.epsilon, delta=args.delta, neighbour=args.neighbour, **options)
+        if getattr(args, "schema", None):  # plan now, before any data is read or counted
+            mech.choose(Schema.from_file(args.schema))
+        return mech
 
     @classmethod
     def conformance_cases(cls) -> list[Any]:

@@ -35,13 +35,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dpcube import registry
-from dpcube.errors import QueryError
+from dpcube.errors import BudgetError, QueryError
 from dpcube.mechanisms.matrix.workloads import Workload
 from dpcube.privacy.ledger import validate_privacy
 from dpcube.privacy.neighbours import Neighbour
 from dpcube.schema import Schema
 
 BASES = ("exact", "benchmark", "not-applicable")
+#: Largest noise scale (sensitivity / epsilon) the releases accept (``mechanisms.base``).
+MAX_NOISE_SCALE = 2.0**40
 
 
 @dataclass
@@ -215,6 +217,11 @@ def plan_mechanisms(
     from dpcube.planning.workload import GROUP_SIZES, resolve_planning_workload
 
     validate_privacy(epsilon, delta)
+    if 1.0 / epsilon > MAX_NOISE_SCALE:
+        raise BudgetError(
+            f"epsilon={epsilon:g} is too small: a noise scale of 1/epsilon beyond 2**40 drowns "
+            "every count and the exact samplers refuse it; use a larger epsilon"
+        )
     delta = None if delta is None or delta == 0 else float(delta)
     neighbour = Neighbour.parse(neighbour).value
     wanted = list(mechanisms) if mechanisms is not None else None
