@@ -227,3 +227,34 @@ def test_upto_boxes_list_exactly_the_upto_workload() -> None:
         boxes = upto_boxes(k, "r3,t4@0-1.2-3,r2x2")
         assert len(boxes) == w.size
         assert np.allclose(from_boxes(boxes, w.dims).gram.dense(), w.gram.dense())
+
+
+def test_privelet_error_with_a_hierarchy_equals_its_variance_model() -> None:
+    # A nominal hierarchy (mean subtraction in the inverse) and an ordinal axis, upto:2: the
+    # Kronecker trace must equal the sum of PriveletVariance over the listed queries.
+    from dpcube.planning.workload import resolve_planning_workload, workload_boxes
+
+    s = Schema.from_dict(
+        {
+            "attributes": [
+                {"name": "a", "kind": "ordinal", "range": [0, 7], "width": 1},
+                {
+                    "name": "job",
+                    "kind": "nominal",
+                    "hierarchy": {
+                        "P": {"E": None, "D": None},
+                        "S": {"C": None, "R": None, "T": None},
+                    },
+                },
+            ]
+        }
+    )
+    w = resolve_planning_workload("upto:2", s)
+    boxes = workload_boxes(w)
+    assert boxes is not None and len(boxes) == w.size
+    for name, plain in (("privelet", ()), ("privelet-plus", None)):
+        c = by_label(plan_mechanisms(s, "upto:2", 0.9, mechanisms=[name]))[name]
+        mech = PriveletPlus(0.9, plain_attributes=plain, neighbour="add_remove")
+        v = privelet_coefficient_variance(0.9, mech, s)
+        brute = PriveletVariance(v, mech.plan(s).axes).variance_many(boxes).sum()
+        assert c.expected_error == pytest.approx(brute, rel=1e-10)
