@@ -308,10 +308,19 @@ def matrix_candidates(
     noise = "gaussian" if delta else "laplace"
     names = list(strategies) if strategies else applicable(w)
     out = []
+    dense_ok = isinstance(w.gram, Kronecker) or w.n <= MAX_DENSE_TRACE_CELLS
+    together: dict[str, Any] = {}
+    if dense_ok:
+        try:  # one call (the Gaussian optimum, with delta, is solved once), else one per strategy
+            together = matrix_plan(w, epsilon, delta, names, neighbour=neighbour)["strategies"]
+        except (DPCubeError, MemoryError):
+            together = {}
     for name in names:
         label = f"matrix({name})"
         try:
-            if isinstance(w.gram, Kronecker) or w.n <= MAX_DENSE_TRACE_CELLS:
+            if name in together:
+                row = together[name]
+            elif dense_ok:
                 row = matrix_plan(w, epsilon, delta, [name], neighbour=neighbour)["strategies"][
                     name
                 ]
