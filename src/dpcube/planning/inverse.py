@@ -263,6 +263,8 @@ def required_epsilon(
     the aggregate query has half-width at most ``target`` (module docstring)."""
     if not (target > 0 and math.isfinite(target)):
         raise QueryError(f"the target error must be a positive number, got {target}")
+    if not 0.5 <= level < 1.0:
+        raise QueryError(f"level must be in [0.5, 1), e.g. 0.95; got {level}")
     if candidate.basis == "benchmark":
         figure = candidate.benchmark or {}
         return EpsilonNeed(

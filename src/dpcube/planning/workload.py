@@ -103,7 +103,9 @@ def resolve_planning_workload(workload: Any, schema: Schema | None = None) -> Wo
         elif (kind in ("allrange", "prefix") and len(parts) == 1) or (
             kind in ("upto", "queries", "marginals") and len(parts) == 2
         ):
-            raise QueryError(f"workload {text!r} takes its grid from the schema: give a schema")
+            raise QueryError(
+                f"workload {text!r} takes its grid from the schema: give --schema (schema= in Python)"
+            )
     w = resolve_workload(workload, schema)
     if schema is not None and w.n != math.prod(schema.shape):
         raise QueryError(
