@@ -258,3 +258,14 @@ def test_privelet_error_with_a_hierarchy_equals_its_variance_model() -> None:
         v = privelet_coefficient_variance(0.9, mech, s)
         brute = PriveletVariance(v, mech.plan(s).axes).variance_many(boxes).sum()
         assert c.expected_error == pytest.approx(brute, rel=1e-10)
+
+
+def test_marginal_workloads_are_listed_as_their_cells() -> None:
+    from dpcube.mechanisms.matrix.workloads import parse_workload
+    from dpcube.planning.workload import workload_boxes
+
+    for spec in ("marginals:1:3x2x4", "marginals:2:3x2x4", "marginals:0:3x2"):
+        w = parse_workload(spec)
+        boxes = workload_boxes(w)
+        assert boxes is not None and len(boxes) == w.size
+        assert np.allclose(from_boxes(boxes, w.dims).gram.dense(), w.gram.dense())

@@ -135,8 +135,13 @@ def workload_boxes(w: Workload) -> NDArray[np.int64] | None:
     if w.size > MAX_LISTED_QUERIES:
         return None
     if kind == "upto":
-        _, k, families = (w.spec or "").split(":")
-        return upto_boxes(int(k), families)
+        _, order, families = (w.spec or "").split(":")
+        return upto_boxes(int(order), families)
+    if kind == "marginals" and min(w.dims) > 1:  # every K-axis projection's cells
+        k = int((w.spec or "").split(":")[1])
+        boxes = upto_boxes(k, ",".join(f"c{d}" for d in w.dims))
+        constrained = np.sum(np.any(boxes != _full(w.dims), axis=2), axis=1)
+        return boxes[constrained == k]
     if kind not in ("allrange", "prefix"):
         return None
     per_axis = [
@@ -147,6 +152,10 @@ def workload_boxes(w: Workload) -> NDArray[np.int64] | None:
     ]
     grids = np.meshgrid(*[np.arange(len(p)) for p in per_axis], indexing="ij")
     return np.stack([per_axis[i][g.ravel()] for i, g in enumerate(grids)], axis=1).astype(np.int64)
+
+
+def _full(dims: tuple[int, ...]) -> NDArray[np.int64]:
+    return np.array([[0, d - 1] for d in dims], dtype=np.int64)
 
 
 def family_boxes(token: str) -> NDArray[np.int64]:
