@@ -34,6 +34,11 @@ def test_table_json_and_inverse(tmp_path: Path, capsys: pytest.CaptureFixture[st
     data = json.loads(out)
     assert code == 0 and data["data_read"] is False and data["budget_spent"] == 0.0
     assert data["recommended"] in {c["label"] for c in data["candidates"]}
+    # the matrix mechanism's own strategy plan is kept (svdb, nominal errors)
+    assert (
+        data["matrix"]["svdb"] > 0
+        and "nominal_error" in data["matrix"]["strategies"]["hierarchical"]
+    )
     code, out, _ = run(capsys, *common, "--target-error", "30", "--json")
     inverse = json.loads(out)["inverse"]
     assert code == 0 and inverse["level"] == 0.95 and inverse["aggregate"] == "max"

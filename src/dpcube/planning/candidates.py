@@ -298,8 +298,10 @@ def matrix_candidates(
     delta: float | None,
     neighbour: str,
     strategies: Sequence[str] | None,
+    report: dict[str, Any] | None = None,
 ) -> list[Candidate]:
-    """Every applicable matrix-mechanism strategy, through ``mechanisms.matrix.plan.plan``."""
+    """Every applicable matrix-mechanism strategy, through ``mechanisms.matrix.plan.plan``;
+    ``report`` receives that plan's whole output (svdb, Gaussian optimum, nominal errors)."""
     from dpcube.mechanisms.matrix.mechanism import row_noise_variance
     from dpcube.mechanisms.matrix.plan import applicable
     from dpcube.mechanisms.matrix.plan import plan as matrix_plan
@@ -312,7 +314,10 @@ def matrix_candidates(
     together: dict[str, Any] = {}
     if dense_ok:
         try:  # one call (the Gaussian optimum, with delta, is solved once), else one per strategy
-            together = matrix_plan(w, epsilon, delta, names, neighbour=neighbour)["strategies"]
+            whole = matrix_plan(w, epsilon, delta, names, neighbour=neighbour)
+            together = whole["strategies"]
+            if report is not None:
+                report.update(whole)
         except (DPCubeError, MemoryError):
             together = {}
     for name in names:
@@ -492,12 +497,18 @@ def all_candidates(
     neighbour: str,
     wanted: Sequence[str] | None,
     strategies: Sequence[str] | None,
+    report: dict[str, Any] | None = None,
 ) -> list[Candidate]:
-    """Every mechanism in ``wanted`` (default: all registered) as a candidate for ``w``."""
+    """Every mechanism in ``wanted`` (default: all registered) as a candidate for ``w``
+    (``report["matrix"]``: the matrix-mechanism strategy plan, when it ran in one call)."""
+    matrix_report: dict[str, Any] = {}
     out: list[Candidate] = []
     builders: list[tuple[str, Callable[[], list[Candidate]]]] = [
         ("identity", lambda: identity_candidates(w, epsilon, delta, neighbour)),
-        ("matrix", lambda: matrix_candidates(w, epsilon, delta, neighbour, strategies)),
+        (
+            "matrix",
+            lambda: matrix_candidates(w, epsilon, delta, neighbour, strategies, matrix_report),
+        ),
         ("datacube", lambda: datacube_candidates(schema, w, epsilon, neighbour)),
     ]
     for name, build in builders:
@@ -506,6 +517,8 @@ def all_candidates(
     out.extend(privelet_candidates(schema, w, epsilon, neighbour, wanted))
     spatial = any(isinstance(a, Spatial) for a in schema.attributes)
     out.extend(benchmark_candidates(epsilon, delta, neighbour, wanted, spatial=spatial))
+    if report is not None and matrix_report:
+        report["matrix"] = matrix_report
     return out
 
 

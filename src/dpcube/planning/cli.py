@@ -146,6 +146,14 @@ def handler(args: argparse.Namespace) -> int:
         + (f", delta {plan.delta:g}" if plan.delta else "")
         + " (RMSE = per query):"
     )
+    if plan.matrix is not None:
+        m = plan.matrix
+        kind = "lower bound" if m.get("svdb_is_lower_bound") else "Gaussian lower bound, for scale"
+        line = f"matrix mechanism: svdb ({kind}) {m['svdb']:.6g}"
+        if "optimum" in m:
+            o = m["optimum"]
+            line += f"; Gaussian optimum {o['error']:.6g} (relative duality gap {o['gap']:.2e})"
+        print(line + "; nominal errors and ratios: --json, key 'matrix'")
     best = plan.recommended.expected_error
     for c in plan.candidates:
         if c.basis == "exact":

@@ -128,6 +128,9 @@ class MechanismPlan:
     candidates: list[Candidate]
     recommended: Candidate
     reason: str
+    #: The matrix-mechanism strategy plan (``mechanisms.matrix.plan.plan``'s output: svdb, the
+    #: Gaussian optimum with delta, nominal errors), when the matrix mechanism was compared.
+    matrix: dict[str, Any] | None = None
 
     def exact(self) -> list[Candidate]:
         return [c for c in self.candidates if c.basis == "exact"]
@@ -146,6 +149,7 @@ class MechanismPlan:
             "reason": self.reason,
             "data_read": False,
             "budget_spent": 0.0,
+            **({"matrix": self.matrix} if self.matrix is not None else {}),
         }
 
 
@@ -236,10 +240,13 @@ def plan_mechanisms(
         best, reason = recommend(found)
         return MechanismPlan(GROUP_SIZES, 0, 0, epsilon, delta, neighbour, found, best, reason)
     w = resolve_planning_workload(workload, schema)
-    found = cands.all_candidates(schema, w, epsilon, delta, neighbour, wanted, strategies)
+    report: dict[str, Any] = {}
+    found = cands.all_candidates(schema, w, epsilon, delta, neighbour, wanted, strategies, report)
     found.sort(key=_order)
     best, reason = recommend(found)
-    return MechanismPlan(w.name, w.size, w.n, epsilon, delta, neighbour, found, best, reason)
+    return MechanismPlan(
+        w.name, w.size, w.n, epsilon, delta, neighbour, found, best, reason, report.get("matrix")
+    )
 
 
 def plan(
