@@ -22,8 +22,9 @@ Two kinds of release answers (issue #13 part 3):
   estimates (``bias = mean(e)``), and the *percentile* interval ``[a + q_lo, a + q_hi]``, which
   stays right where the pivot fails (a count clamped at 0 in the release is a bootstrap truth of 0,
   whose errors are all >= 0), clipped below at 0 (a count is never negative). On the CPS
-  household sizes at epsilon = 0.1 the basic interval alone covered 75 %, the hull 96 %
-  (docs/experiments/coverage.md). ``stddev`` is the root mean square of ``e`` (bias included).
+  household sizes at epsilon = 0.1 (M_DP and M_CDP, 4 releases, 100 replicates) the basic
+  interval alone covered 75-78 % of the true counts, the hull 96-97 %. ``stddev`` is the root
+  mean square of ``e`` (bias included).
 - **none** (``kind="none"``): no error estimate (the reason says why).
 
 ``noise_sd`` is the noise-only figure where the release knows it (e.g. HTF's independent leaf
