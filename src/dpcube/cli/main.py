@@ -208,7 +208,9 @@ def cmd_release(args: argparse.Namespace) -> int:
     if unused_delta_note:
         print(unused_delta_note, file=sys.stderr)
     left = ledger.remaining()
-    print(f"released {args.data} with {args.mechanism} (epsilon={args.epsilon}) to {out}")
+    used = release.metadata.mechanism
+    chosen = f"{used} (chosen by --mechanism auto)" if used != args.mechanism else used
+    print(f"released {args.data} with {chosen} (epsilon={args.epsilon}) to {out}")
     print(
         f"budget left for this data set: epsilon={left.epsilon:.6g}"
         + (f", delta={left.delta:.3g}" if left.delta else "")
