@@ -76,8 +76,14 @@ def plan(
     epsilon: float,
     delta: float | None = None,
     strategies: list[str] | None = None,
+    neighbour: str = "add_remove",
 ) -> dict[str, Any]:
-    """Expected error, ratio to svdb and build time of each strategy; the recommended one."""
+    """Expected error, ratio to svdb and build time of each strategy; the recommended one.
+
+    Each strategy's row also has ``trace`` (``tr(G(AᵀA)⁻¹)``), ``sensitivity`` (in the noise's
+    norm under ``neighbour``) and ``support``: with
+    :func:`~dpcube.mechanisms.matrix.mechanism.row_noise_variance` they give the error at any
+    other epsilon (``dpcube.planning``)."""
     validate_privacy(epsilon, delta)
     gaussian = delta is not None and delta > 0
     unit = gaussian_sigma(1.0, epsilon, delta) ** 2 if gaussian and delta else 2.0 / epsilon**2
@@ -98,12 +104,12 @@ def plan(
     if gaussian and max(axes) <= MAX_OPTIMUM_AXIS and (isinstance(gram, Kronecker) or n_ok):
         optimum = gaussian_optimum(gram)
         out["optimum"] = {**optimum.to_dict(), "error": unit * optimum.primal}
-    mech = MatrixMechanism(epsilon, delta)
+    mech = MatrixMechanism(epsilon, delta, neighbour=neighbour)
     for name in strategies or applicable(workload):
         start = time.perf_counter()
         s = make_strategy(name, workload.dims, workload)
         op = s.operator
-        sens = op.l2_sensitivity() if gaussian else op.l1_sensitivity()
+        sens = mech.sensitivity(s)
         trace = GramSolver.for_strategy(op).trace_with(workload.gram)
         nominal = unit * sens**2 * trace
         error = mech.release_noise_variance(s) * trace
@@ -112,6 +118,9 @@ def plan(
             "nominal_error": nominal,
             "ratio": nominal / bound,
             "rows": op.rows,
+            "trace": trace,
+            "sensitivity": sens,
+            "support": mech.support(s),
             "seconds": round(time.perf_counter() - start, 3),
         }
         if optimum is not None:
