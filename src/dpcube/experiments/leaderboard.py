@@ -709,6 +709,70 @@ def summary_lines(board: Sequence[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def pooled_exact(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The exact (data-independent) candidates pooled over the data sets of each (grid, workload,
+    epsilon): their error does not depend on the data, so the unscaled errors of every data set
+    are draws of one distribution, and pooling gives the ranking the planner should match with
+    (data sets x trials) releases instead of one row's trials.
+
+    Per candidate: ``l2`` = mean over the data sets of (DPBench error x records), i.e. the mean
+    of ``‖W x − W x̂‖₂ / |W|``, and ``mse`` = mean squared error per query. The planner's choice is
+    the same on every data set of a (grid, workload, epsilon) (a plan never reads the data).
+    """
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for r in results:
+        if r["basis"] == "exact":
+            groups.setdefault((r["dims"], r["workload"], r["epsilon"]), []).append(r)
+    out = []
+    for (dims, workload, eps), rows in groups.items():
+        by: dict[str, list[dict[str, Any]]] = {}
+        for r in rows:
+            by.setdefault(r["mechanism"], []).append(r)
+        l2 = {
+            m: float(np.mean([r["mean_error"] * r["records"] for r in rs])) for m, rs in by.items()
+        }
+        mse = {m: float(np.mean([r["mean_squared_error"] for r in rs])) for m, rs in by.items()}
+        planner = next((r["mechanism"] for r in rows if r["is_planner"]), None)
+        if planner is None:
+            continue
+        best_l2, best_mse = min(l2, key=l2.__getitem__), min(mse, key=mse.__getitem__)
+        out.append(
+            {
+                "dims": dims,
+                "workload": workload,
+                "epsilon": eps,
+                "data_sets": len(by[planner]),
+                "planner": planner,
+                "best_l2": best_l2,
+                "ratio_l2": l2[planner] / l2[best_l2],
+                "best_mse": best_mse,
+                "ratio_mse": mse[planner] / mse[best_mse],
+            }
+        )
+    return out
+
+
+def pooled_lines(results: Sequence[dict[str, Any]]) -> list[str]:
+    """Markdown table of :func:`pooled_exact`."""
+    rows = pooled_exact(results)
+    if not rows:
+        return []
+    lines = [
+        "",
+        "Exact candidates pooled over the data sets (their error does not depend on the data):",
+        "",
+        "| grid | workload | eps | data sets | planner | best in mean L2 | planner / best (L2) | "
+        "best in mean squared error | planner / best (squared) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r['dims']} | {r['workload']} | {r['epsilon']:g} | {r['data_sets']} | {r['planner']} | "
+        f"{r['best_l2']} | {r['ratio_l2']:.3f} | {r['best_mse']} | {r['ratio_mse']:.3f} |"
+        for r in rows
+    ]
+    return lines
+
+
 def prepare_out(out: Path) -> None:
     """Create ``out``, or reuse it if it is empty or was written by this command (its marker);
     never write into a directory of someone else's files."""
@@ -728,9 +792,8 @@ def write_outputs(
 ) -> None:
     write_atomic(out / "results.csv", csv_text(results).encode())
     write_atomic(out / "leaderboard.csv", csv_text(board).encode())
-    write_atomic(
-        out / "leaderboard.md", (header + "\n\n" + "\n".join(summary_lines(board)) + "\n").encode()
-    )
+    lines = summary_lines(board) + pooled_lines(results)
+    write_atomic(out / "leaderboard.md", (header + "\n\n" + "\n".join(lines) + "\n").encode())
 
 
 # ------------------------------------------------------------------------------------------------
