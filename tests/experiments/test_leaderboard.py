@@ -129,3 +129,36 @@ def test_dpbench_files_load(data_dir: Path) -> None:
     assert one.counts.shape == (1024,) and one.counts.sum() == raw.sum()
     grid = lb.load_dpbench(data_dir, {"GOWALLA": lb.DPBENCH_2D["GOWALLA"]}, "2D", (256, 256))[0]
     assert grid.counts.shape == (256, 256)
+
+
+def test_memoized_strategies_reuse_and_restore() -> None:
+    from dpcube.mechanisms.matrix import mechanism as mm
+    from dpcube.mechanisms.matrix import plan as mp
+
+    original = mm.make_strategy
+    task = lb.make_task("prefix", (16,))
+    with lb.memoized_strategies():
+        first = mm.make_strategy("hierarchical", (16,), task.workload)
+        assert mp.make_strategy("hierarchical", (16,), task.workload) is first
+        assert mm.make_strategy("wavelet", (16,), task.workload) is not first
+    assert mm.make_strategy is original and mp.make_strategy is original
+
+
+def test_pooled_exact_uses_unscaled_errors() -> None:
+    def row(dataset: str, mech: str, err: float, records: int, mse: float, planner: bool) -> dict:
+        return {
+            "dims": "4", "workload": "prefix", "epsilon": 1.0, "dataset": dataset,
+            "mechanism": mech, "basis": "exact", "mean_error": err, "records": records,
+            "mean_squared_error": mse, "is_planner": planner,
+        }  # fmt: skip
+
+    # Unscaled L2 (error x records): a = (1 + 1) / 2 = 1, b = (0.5 + 0.5) / 2 = 0.5.
+    rows = [
+        row("D1", "a", 0.1, 10, 4.0, True),
+        row("D1", "b", 0.05, 10, 1.0, False),
+        row("D2", "a", 0.01, 100, 2.0, True),
+        row("D2", "b", 0.005, 100, 1.0, False),
+    ]
+    (pooled,) = lb.pooled_exact(rows)
+    assert pooled["best_l2"] == "b" and pooled["ratio_l2"] == pytest.approx(2.0)
+    assert pooled["best_mse"] == "b" and pooled["ratio_mse"] == pytest.approx(3.0)
