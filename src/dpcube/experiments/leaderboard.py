@@ -655,7 +655,14 @@ def summary_lines(board: Sequence[dict[str, Any]]) -> list[str]:
         "",
         f"**Goal** (planner within {GOAL_RATIO}x of the oracle on every data-independent row): "
         + ("**met**" if not failed and independent else "**not met**" if failed else "no such row")
-        + f" ({len(independent) - len(failed)} of {len(independent)} rows).",
+        + f": within {GOAL_RATIO}x on {len(independent) - len(failed)} of {len(independent)} "
+        "data-independent rows"
+        + (
+            f"; {sum(not r['excess_significant'] for r in failed)} of the {len(failed)} failures "
+            "are within two standard errors of the goal (possibly trial noise)."
+            if failed
+            else "."
+        ),
     ]
     if independent:
         within = sum(r["ratio_mse"] <= GOAL_RATIO for r in independent)
