@@ -53,6 +53,8 @@ _EXPORTS: dict[str, str] = {
     "DPCubeError": "dpcube.errors",
     "plan": "dpcube.planning.plan",
     "plan_mechanisms": "dpcube.planning.plan",
+    "AutoMechanism": "dpcube.planning.auto",
+    "auto_mechanism": "dpcube.planning.auto",
 }
 
 

@@ -202,3 +202,70 @@ def test_bad_requests_are_refused_clearly() -> None:
         plan_mechanisms(line(4), "allrange:8", 1.0)
     with pytest.raises(dpcube.DPCubeError, match="epsilon"):
         plan_mechanisms(line(4), "allrange:4", -1.0)
+
+
+def test_large_grid_path_equals_the_matrix_plan_on_a_small_one() -> None:
+    # A sum-of-Kronecker workload: on a small grid the matrix plan makes it dense; the large-grid
+    # path (never dense) must give the same error, trace and sensitivity.
+    from dpcube.mechanisms.matrix.plan import plan as matrix_plan
+    from dpcube.planning.candidates import kronecker_strategy_row
+    from dpcube.planning.workload import resolve_planning_workload
+
+    w = resolve_planning_workload("upto:1", mixed())
+    for name in ("identity", "hierarchical"):
+        dense = matrix_plan(w, 0.8, None, [name])["strategies"][name]
+        kron = kronecker_strategy_row(name, w, 0.8, None, "add_remove")
+        for key in ("error", "trace", "sensitivity", "support"):
+            assert kron[key] == pytest.approx(dense[key], rel=1e-10)
+
+
+def test_upto_boxes_list_exactly_the_upto_workload() -> None:
+    from dpcube.planning.workload import upto_boxes
+
+    for k in (0, 1, 2, 3):
+        w = attribute_queries(k, "r3,t4@0-1.2-3,r2x2")
+        boxes = upto_boxes(k, "r3,t4@0-1.2-3,r2x2")
+        assert len(boxes) == w.size
+        assert np.allclose(from_boxes(boxes, w.dims).gram.dense(), w.gram.dense())
+
+
+def test_privelet_error_with_a_hierarchy_equals_its_variance_model() -> None:
+    # A nominal hierarchy (mean subtraction in the inverse) and an ordinal axis, upto:2: the
+    # Kronecker trace must equal the sum of PriveletVariance over the listed queries.
+    from dpcube.planning.workload import resolve_planning_workload, workload_boxes
+
+    s = Schema.from_dict(
+        {
+            "attributes": [
+                {"name": "a", "kind": "ordinal", "range": [0, 7], "width": 1},
+                {
+                    "name": "job",
+                    "kind": "nominal",
+                    "hierarchy": {
+                        "P": {"E": None, "D": None},
+                        "S": {"C": None, "R": None, "T": None},
+                    },
+                },
+            ]
+        }
+    )
+    w = resolve_planning_workload("upto:2", s)
+    boxes = workload_boxes(w)
+    assert boxes is not None and len(boxes) == w.size
+    for name, plain in (("privelet", ()), ("privelet-plus", None)):
+        c = by_label(plan_mechanisms(s, "upto:2", 0.9, mechanisms=[name]))[name]
+        mech = PriveletPlus(0.9, plain_attributes=plain, neighbour="add_remove")
+        v = privelet_coefficient_variance(0.9, mech, s)
+        brute = PriveletVariance(v, mech.plan(s).axes).variance_many(boxes).sum()
+        assert c.expected_error == pytest.approx(brute, rel=1e-10)
+
+
+def test_marginal_workloads_are_listed_as_their_cells() -> None:
+    from dpcube.mechanisms.matrix.workloads import parse_workload
+    from dpcube.planning.workload import workload_boxes
+
+    for spec in ("marginals:1:3x2x4", "marginals:2:3x2x4", "marginals:0:3x2"):
+        w = parse_workload(spec)
+        boxes = workload_boxes(w)
+        assert boxes is not None and len(boxes) == w.size
+        assert np.allclose(from_boxes(boxes, w.dims).gram.dense(), w.gram.dense())

@@ -118,6 +118,22 @@ def discrete_laplace_release_variance(scale: float) -> float:
     return float(np.max(draw.variance))
 
 
+def discrete_laplace_release_scale(scale: float) -> float:
+    """The scale ``t/s`` :func:`add_discrete_laplace` really uses (``scale`` rounded up).
+
+    >>> discrete_laplace_release_scale(1.0)
+    1.0
+    """
+    _, draw = add_discrete_laplace(np.zeros(1, dtype=np.int64), scale, NO_NOISE)
+    return float(np.max(draw.scale))
+
+
+def discrete_gaussian_release_sigma2(sigma: float) -> float:
+    """The variance parameter sigma² :func:`add_discrete_gaussian` really uses (rounded up)."""
+    _, draw = add_discrete_gaussian(np.zeros(1, dtype=np.int64), sigma, NO_NOISE)
+    return float(np.max(draw.scale)) ** 2
+
+
 def discrete_gaussian_release_variance(sigma: float) -> float:
     """Variance of :func:`add_discrete_gaussian` at ``sigma`` (sigma² rounded up first)."""
     _, draw = add_discrete_gaussian(np.zeros(1, dtype=np.int64), sigma, NO_NOISE)
@@ -185,7 +201,9 @@ def privelet_cell_covariance(axes: Sequence[object]) -> list[Factor]:
 
 __all__ = [
     "MAX_DENSE_TRACE_CELLS",
+    "discrete_gaussian_release_sigma2",
     "discrete_gaussian_release_variance",
+    "discrete_laplace_release_scale",
     "discrete_laplace_release_variance",
     "identity_cell_variance",
     "identity_factors",

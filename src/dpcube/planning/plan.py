@@ -35,13 +35,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dpcube import registry
-from dpcube.errors import QueryError
+from dpcube.errors import BudgetError, QueryError
 from dpcube.mechanisms.matrix.workloads import Workload
 from dpcube.privacy.ledger import validate_privacy
 from dpcube.privacy.neighbours import Neighbour
 from dpcube.schema import Schema
 
 BASES = ("exact", "benchmark", "not-applicable")
+#: Largest noise scale (sensitivity / epsilon) the releases accept (``mechanisms.base``).
+MAX_NOISE_SCALE = 2.0**40
 
 
 @dataclass
@@ -50,8 +52,12 @@ class Candidate:
 
     ``expected_error``: total squared error over the workload's queries (basis ``"exact"``), NaN
     otherwise. ``benchmark``: for basis ``"benchmark"``, the public figure (metric, value, data,
-    epsilon, source page, command). ``error_at(epsilon)``: the exact error at another epsilon
-    (same delta), for the inverse question (:mod:`dpcube.planning.inverse`).
+    epsilon, source page, command). For the inverse question (:mod:`dpcube.planning.inverse`):
+    ``error_at(epsilon)``, the exact error at another epsilon (same delta); ``tail``, the noise
+    family of an answer (``"laplace"``: combinations of continuous Laplace draws,
+    ``"discrete-laplace"``, ``"normal"``: continuous Gaussian, ``"subgaussian"``: discrete
+    Gaussian); ``spread_at(epsilon, aggregate)``, when given, the (standard deviation of the
+    dominating continuous noise, lattice margin) of the ``"max"`` or ``"mean"`` query.
     """
 
     mechanism: str
@@ -65,7 +71,11 @@ class Candidate:
     label: str = ""
     benchmark: dict[str, Any] | None = None
     max_query_variance: float | None = None
+    tail: str = ""
     error_at: Callable[[float], float] | None = field(default=None, repr=False, compare=False)
+    spread_at: Callable[[float, str], tuple[float, float]] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         if self.basis not in BASES:
@@ -118,6 +128,9 @@ class MechanismPlan:
     candidates: list[Candidate]
     recommended: Candidate
     reason: str
+    #: The matrix-mechanism strategy plan (``mechanisms.matrix.plan.plan``'s output: svdb, the
+    #: Gaussian optimum with delta, nominal errors), when the matrix mechanism was compared.
+    matrix: dict[str, Any] | None = None
 
     def exact(self) -> list[Candidate]:
         return [c for c in self.candidates if c.basis == "exact"]
@@ -136,6 +149,7 @@ class MechanismPlan:
             "reason": self.reason,
             "data_read": False,
             "budget_spent": 0.0,
+            **({"matrix": self.matrix} if self.matrix is not None else {}),
         }
 
 
@@ -158,7 +172,10 @@ def recommend(candidates: Sequence[Candidate]) -> tuple[Candidate, str]:
         if len(exact) > 1:
             second = exact[1]
             ratio = second.expected_error / best.expected_error if best.expected_error else math.inf
-            reason += f"; the next, {second.label}, is {ratio:.3g}x larger"
+            if ratio < 1.0005:
+                reason += f"; {second.label} ties with it"
+            else:
+                reason += f"; the next, {second.label}, is {ratio:.3g}x larger"
         if bench:
             names = ", ".join(c.label for c in bench)
             reason += (
@@ -204,6 +221,11 @@ def plan_mechanisms(
     from dpcube.planning.workload import GROUP_SIZES, resolve_planning_workload
 
     validate_privacy(epsilon, delta)
+    if 1.0 / epsilon > MAX_NOISE_SCALE:
+        raise BudgetError(
+            f"epsilon={epsilon:g} is too small: a noise scale of 1/epsilon beyond 2**40 drowns "
+            "every count and the exact samplers refuse it; use a larger epsilon"
+        )
     delta = None if delta is None or delta == 0 else float(delta)
     neighbour = Neighbour.parse(neighbour).value
     wanted = list(mechanisms) if mechanisms is not None else None
@@ -218,10 +240,13 @@ def plan_mechanisms(
         best, reason = recommend(found)
         return MechanismPlan(GROUP_SIZES, 0, 0, epsilon, delta, neighbour, found, best, reason)
     w = resolve_planning_workload(workload, schema)
-    found = cands.all_candidates(schema, w, epsilon, delta, neighbour, wanted, strategies)
+    report: dict[str, Any] = {}
+    found = cands.all_candidates(schema, w, epsilon, delta, neighbour, wanted, strategies, report)
     found.sort(key=_order)
     best, reason = recommend(found)
-    return MechanismPlan(w.name, w.size, w.n, epsilon, delta, neighbour, found, best, reason)
+    return MechanismPlan(
+        w.name, w.size, w.n, epsilon, delta, neighbour, found, best, reason, report.get("matrix")
+    )
 
 
 def plan(
