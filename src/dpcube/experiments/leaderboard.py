@@ -55,7 +55,7 @@ from numpy.typing import NDArray
 from dpcube import progress
 from dpcube.errors import DataError, DPCubeError, UsageError
 from dpcube.histogram import Histogram
-from dpcube.mechanisms.matrix.workloads import Workload, from_boxes, prefix
+from dpcube.mechanisms.matrix.workloads import MAX_DENSE_SIDE, Workload, from_boxes, prefix
 from dpcube.release.base import write_atomic
 from dpcube.release.cells import box_sums, prefix_sums
 from dpcube.schema import Schema
@@ -933,6 +933,11 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("give --data-dir (the folder holding dpbench/), or --quick")
         n = _divisor(args.size_1d or "1024", 4096, "--size-1d")
         side = _divisor(args.size_2d or "32", 256, "--size-2d")
+        if not args.no_2d and side * side > MAX_DENSE_SIDE:
+            raise UsageError(
+                f"--size-2d {side}: the planner takes the 2-D range queries as a workload of at "
+                f"most {MAX_DENSE_SIDE:,} cells ({side}x{side} = {side * side:,}); use 64 or less"
+            )
         wanted = None if args.datasets is None else {s.strip() for s in args.datasets.split(",")}
         if wanted is not None:
             unknown = wanted - set(DPBENCH_1D) - set(DPBENCH_2D)
