@@ -51,6 +51,7 @@ BENCHMARKS: dict[str, str] = {
     "datacube": "dpcube.experiments.datacube:main",
     "privelet": "dpcube.experiments.privelet:main",
     "quadtree-height": "dpcube.experiments.quadtree_height:main",
+    "leaderboard": "dpcube.experiments.leaderboard:main",
 }
 
 #: Extra ``dpcube`` sub-commands -> a function ``register(subparsers)`` that adds the sub-command
