@@ -52,6 +52,7 @@ BENCHMARKS: dict[str, str] = {
     "privelet": "dpcube.experiments.privelet:main",
     "quadtree-height": "dpcube.experiments.quadtree_height:main",
     "coverage": "dpcube.experiments.coverage:main",
+    "leaderboard": "dpcube.experiments.leaderboard:main",
 }
 
 #: Extra ``dpcube`` sub-commands -> a function ``register(subparsers)`` that adds the sub-command

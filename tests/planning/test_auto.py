@@ -88,6 +88,8 @@ def test_cli_release_auto_records_the_plan_in_the_manifest(
     )
     out = capsys.readouterr().out
     assert code == 0, out
+    chosen = dpcube.load_release(tmp_path / "rel").metadata.mechanism
+    assert f"with {chosen} (chosen by --mechanism auto)" in out and chosen != "auto"
     manifest = json.loads(next((tmp_path / "rel").glob("*.json")).read_text())
     text = json.dumps(manifest)
     assert '"selected_by": "auto"' in text and '"reason"' in text and '"candidates"' in text

@@ -239,13 +239,15 @@ def cmd_release(args: argparse.Namespace) -> int:
     if unused_delta_note:
         print(unused_delta_note, file=sys.stderr)
     left = ledger.remaining()
+    used = release.metadata.mechanism
     if args.json:
         print(
             json.dumps(
                 {
                     "release": str(out),
                     "release_id": release.metadata.release_id,
-                    "mechanism": args.mechanism,
+                    "mechanism": used,
+                    "chosen_by_auto": used != args.mechanism,
                     "epsilon": args.epsilon,
                     "delta": mechanism.charged_delta,
                     "budget_left": {"epsilon": left.epsilon, "delta": left.delta},
@@ -254,7 +256,8 @@ def cmd_release(args: argparse.Namespace) -> int:
             )
         )
         return 0
-    print(f"released {args.data} with {args.mechanism} (epsilon={args.epsilon}) to {out}")
+    chosen = f"{used} (chosen by --mechanism auto)" if used != args.mechanism else used
+    print(f"released {args.data} with {chosen} (epsilon={args.epsilon}) to {out}")
     print(
         f"budget left for this data set: epsilon={left.epsilon:.6g}"
         + (f", delta={left.delta:.3g}" if left.delta else "")

@@ -154,6 +154,15 @@ def handler(args: argparse.Namespace) -> int:
             o = m["optimum"]
             line += f"; Gaussian optimum {o['error']:.6g} (relative duality gap {o['gap']:.2e})"
         print(line + "; nominal errors and ratios: --json, key 'matrix'")
+        if "noise_comparison" in m:
+            nc = m["noise_comparison"]
+            lose = "laplace" if nc["winner"] == "gaussian" else "gaussian"
+            print(
+                f"noise (spec App. B.3/E8): {nc['winner']} noise wins, {nc['ratio']:.3g}x lower "
+                f"error ({nc['winner']} {nc[nc['winner']]['error']:.6g} with "
+                f"{nc[nc['winner']]['strategy']}, {lose} {nc[lose]['error']:.6g} with "
+                f"{nc[lose]['strategy']} at the same epsilon)"
+            )
     best = plan.recommended.expected_error
     for c in plan.candidates:
         if c.basis == "exact":

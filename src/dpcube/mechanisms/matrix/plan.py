@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from typing import Any
@@ -74,6 +75,36 @@ def applicable(workload: Workload) -> list[str]:
     if max(axes) <= MAX_GAUSS_OPT_AXIS and (isinstance(gram, Kronecker) or n <= MAX_DENSE_CELLS):
         names.append("gauss-opt")
     return names
+
+
+def gaussian_wins_b3(l1: float, l2: float, n: int) -> bool:
+    """App. B.3 as corrected by spec E8: with delta = 2/n^2 and the classic Gaussian mechanism
+    (sigma^2 = 2 ln(1/delta) Delta_2^2 / eps^2, so P = 2 ln(n^2) / eps^2), (eps, delta)-MM has
+    lower error than eps-MM iff ``||A||_1 > sqrt(2 ln n) ||A||_2``; the paper's
+    ``log^{1/4} n`` is wrong. For a binary hierarchy on n = 1024 (11 levels: ||A||_1 = 11,
+    ||A||_2 = sqrt(11)) Laplace still wins, where the paper's rule would pick Gaussian:
+
+    >>> gaussian_wins_b3(11.0, 11.0**0.5, 1024), 11.0 > 11.0**0.5 * math.log(1024) ** 0.25
+    (False, True)
+    >>> gaussian_wins_b3(40.0, 40.0**0.5, 1024)  # 40 levels: ||A||_1 / ||A||_2 = 6.3 > 3.7
+    True
+    """
+    return l1 > math.sqrt(2.0 * math.log(n)) * l2
+
+
+def noise_comparison(
+    mech: MatrixMechanism, strategy: Any, trace: float, epsilon: float, neighbour: str
+) -> dict[str, Any]:
+    """The release errors of one strategy under Gaussian (``mech``, with delta) and Laplace noise
+    at the same epsilon, and which is lower (spec E8: dpcube's samplers, not the B.3 formula)."""
+    laplace = MatrixMechanism(epsilon, None, neighbour=neighbour)
+    gaussian_error = mech.release_noise_variance(strategy) * trace
+    laplace_error = laplace.release_noise_variance(strategy) * trace
+    return {
+        "laplace_error": laplace_error,
+        "winner": "gaussian" if gaussian_error < laplace_error else "laplace",
+        "gaussian_over_laplace": gaussian_error / laplace_error,
+    }
 
 
 def plan(
@@ -130,8 +161,20 @@ def plan(
         }
         if optimum is not None:
             row["ratio_to_optimum"] = nominal / (unit * optimum.primal)
+        if gaussian:
+            row.update(noise_comparison(mech, s, trace, epsilon, neighbour))
         out["strategies"][name] = row
     out["recommended"] = min(out["strategies"], key=lambda k: out["strategies"][k]["error"])
+    if gaussian:
+        rows = out["strategies"]
+        best_laplace = min(rows, key=lambda k: rows[k]["laplace_error"])
+        g, lap = rows[out["recommended"]]["error"], rows[best_laplace]["laplace_error"]
+        out["noise_comparison"] = {
+            "gaussian": {"strategy": out["recommended"], "error": g},
+            "laplace": {"strategy": best_laplace, "error": lap},
+            "winner": "gaussian" if g < lap else "laplace",
+            "ratio": max(g, lap) / min(g, lap),
+        }
     return out
 
 
