@@ -327,6 +327,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--on-out-of-domain", default="error", choices=["error", "drop", "clip"])
     p.add_argument(
+        "--show-values",
+        action="store_true",
+        help="name the commonest out-of-domain values in the error (they are private data; "
+        "by default only their counts are printed)",
+    )
+    p.add_argument(
         "--curator-log",
         default=None,
         metavar="FILE",

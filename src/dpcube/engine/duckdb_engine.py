@@ -196,7 +196,12 @@ class DuckDBEngine(Engine):
     name = "duckdb"
 
     def histogram(
-        self, source: Any, schema: Schema, *, on_out_of_domain: OutOfDomainPolicy = "error"
+        self,
+        source: Any,
+        schema: Schema,
+        *,
+        on_out_of_domain: OutOfDomainPolicy = "error",
+        show_values: bool = False,
     ) -> tuple[NDArray[np.int64], dict[str, Any]]:
         nominal = tuple(a.column for a in schema.attributes if isinstance(a, Nominal))
         numeric = tuple(
@@ -223,7 +228,9 @@ class DuckDBEngine(Engine):
                     (r[0] if len(attr_columns) == 1 else tuple(r[:-1]), int(r[-1])) for r in rows
                 ]
 
-            return fill_counts(schema, codes, n, on_out_of_domain, examples)
+            return fill_counts(
+                schema, codes, n, on_out_of_domain, examples if show_values else None
+            )
 
 
 # -- data set identity --------------------------------------------------------------------------

@@ -165,6 +165,7 @@ class Mechanism(ABC):
             on_out_of_domain=args.on_out_of_domain,
             engine=getattr(args, "engine", "duckdb"),
             dataset=getattr(args, "dataset_identity", None),
+            show_values=bool(getattr(args, "show_values", False)),
         )
 
     # -- scikit-learn style parameters ---------------------------------------------------------

@@ -68,6 +68,8 @@ class CubeSource:
     on_out_of_domain: str = "error"
     #: The data set's name for its budget ledger (default: the fingerprint of ``source``).
     name: str | None = None
+    #: Print the commonest out-of-domain values (private data) in the error message.
+    show_values: bool = False
 
     @property
     def report(self) -> dict[str, Any]:
@@ -275,7 +277,9 @@ class DataCube(Mechanism):
         sources = list(plan.selection.sources)
         if isinstance(data, Histogram):
             return counts_from_histogram(plan.geometry, data, sources), dict(data.report)
-        return counts_from_source(plan.geometry, data.source, sources, data.on_out_of_domain)
+        return counts_from_source(
+            plan.geometry, data.source, sources, data.on_out_of_domain, data.show_values
+        )
 
     # -- releasing -----------------------------------------------------------------------------
     def _release(
@@ -360,6 +364,7 @@ class DataCube(Mechanism):
             schema,
             getattr(args, "on_out_of_domain", "error"),
             getattr(args, "dataset_identity", None),
+            bool(getattr(args, "show_values", False)),
         )
 
     # -- conformance -----------------------------------------------------------------------------

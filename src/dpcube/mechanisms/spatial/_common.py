@@ -233,6 +233,7 @@ class SpatialMechanism(Mechanism):
             bound,
             on_out_of_domain=args.on_out_of_domain,
             dataset=getattr(args, "dataset_identity", None),
+            show_values=bool(getattr(args, "show_values", False)),
         )
 
     @property
