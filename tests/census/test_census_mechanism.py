@@ -258,15 +258,21 @@ def test_ipums_household_sizes(data_dir) -> None:  # type: ignore[no-untyped-def
     assert t.hierarchy.level_sizes == (1, 51)
 
 
-def test_bench_census_smoke(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_bench_census_smoke(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
     """`dpcube bench census` end to end on a tiny synthetic stand-in: CSV written, exact
-    mechanisms without violations, the as-published M_CDP rows marked not private."""
+    mechanisms without violations, the as-published M_CDP rows marked not private; with
+    ``--scaling-ks ''`` it claims exactly the files it wrote (issue #13 part 6: it used to report
+    census_scaling.csv, which it skips)."""
     from dpcube.experiments.census import main
 
     out = tmp_path / "bench"
     argv = ["--out", str(out), "--datasets", "synthetic", "--scale", "1e-5", "--max-size", "12"]
     argv += ["--epsilons", "1.0", "--seeds", "1", "--methods", "dp,cdp,topdown", "--scaling-ks", ""]
     assert main(argv) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("wrote ") and "scaling" not in last
+    claimed = sorted(last.removeprefix("wrote ").split(", "))
+    assert claimed == sorted(str(p) for p in out.iterdir())
     runs = pd.read_csv(out / "census_runs.csv")
     assert (runs["cv_consistency"] == 0).all() and (runs["cv_faithfulness"] == 0).all()
     published = runs[runs["noise_mode"] == "as_published"]

@@ -165,6 +165,7 @@ def cmd_release(args: argparse.Namespace) -> int:
     schema = Schema.from_file(args.schema) if args.schema else None
     params = parse_params(args.param)
     cls.check_cli_params(params)
+    cls.check_cli_engine(args)
     params = coerce_params(cls, params)
     try:
         mechanism = cls.from_cli(args, params)

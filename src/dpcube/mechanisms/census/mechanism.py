@@ -278,6 +278,10 @@ class CensusHierarchy(Mechanism):
         )
 
     @classmethod
+    def counting_engines(cls, args: argparse.Namespace) -> tuple[tuple[str, ...], str]:
+        return ("duckdb",), " (the group-size table is computed in DuckDB)"
+
+    @classmethod
     def cli_data(cls, args: argparse.Namespace, schema: Schema | None) -> Any:
         missing = [
             flag

@@ -354,6 +354,10 @@ class DataCube(Mechanism):
             raise QueryError(f"datacube: bad --param ({exc})") from None
 
     @classmethod
+    def counting_engines(cls, args: argparse.Namespace) -> tuple[tuple[str, ...], str]:
+        return ("duckdb",), " (the measured cuboids are counted with DuckDB GROUPING SETS)"
+
+    @classmethod
     def cli_data(cls, args: argparse.Namespace, schema: Schema | None) -> Any:
         from dpcube.errors import SchemaError
 

@@ -213,6 +213,12 @@ class SpatialMechanism(Mechanism):
         return cls(epsilon=args.epsilon, delta=args.delta, neighbour=args.neighbour, **params)
 
     @classmethod
+    def counting_engines(cls, args: argparse.Namespace) -> tuple[tuple[str, ...], str]:
+        if getattr(args, "user_column", None):
+            return ("duckdb",), " with --user-column (contributions are bounded in DuckDB)"
+        return super().counting_engines(args)
+
+    @classmethod
     def cli_data(cls, args: argparse.Namespace, schema: Schema | None) -> Any:
         user_column = getattr(args, "user_column", None)
         if not user_column:
