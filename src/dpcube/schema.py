@@ -9,22 +9,27 @@ values of one or two columns to consecutive integer *axes* of the frequency matr
 - :class:`Spatial`: a latitude/longitude pair mapped to a rows x cols grid over a bounding box
   (two axes: row = latitude band, column = longitude band).
 
-A *query* is a dict from attribute name to a constraint (an inclusive index interval, a category,
-a hierarchy node name, or for a spatial attribute a rectangle of grid cells); :meth:`Schema.box`
-turns it into one inclusive index interval per axis. Attributes that a query does not name are
-unconstrained.
+A *query* is a dict from attribute name to a constraint given by value: an inclusive range in an
+ordinal attribute's unit (:class:`BinScale` says how it maps to bins), a category, a hierarchy node
+name, or for a spatial attribute a latitude/longitude box; ``{"bins": ...}`` names bins by number.
+:meth:`Schema.box` turns it into one inclusive index interval per axis. Attributes that a query
+does not name are unconstrained.
 
 >>> s = Schema.from_dict({"attributes": [
 ...     {"name": "age", "kind": "ordinal", "range": [0, 100], "width": 10},
 ...     {"name": "sex", "kind": "nominal", "categories": ["F", "M"]}]})
 >>> s.shape
 (11, 2)
->>> s.box({"age": [2, 4], "sex": "M"})
+>>> s.box({"age": [20, 49], "sex": "M"})
 ((2, 4), (1, 1))
+>>> s.box({"age": {"bins": [2, 4]}})
+((2, 4), (0, 1))
 """
 
 from __future__ import annotations
 
+import bisect
+import functools
 import json
 import math
 import numbers
@@ -189,6 +194,156 @@ def _interval(value: Any, size: int, attribute: str, axis: str = "") -> Interval
     if not 0 <= lo <= hi < size:
         raise QueryError(f"{where}: interval [{lo}, {hi}] is not inside [0, {size - 1}]")
     return lo, hi
+
+
+# -- query values: from the attribute's unit to bins --------------------------------------------
+
+
+def _query_number(x: Any, where: str) -> float:
+    """A finite number from a query (a number, or text that reads as one: the CLI passes text)."""
+    if isinstance(x, str):
+        try:
+            value = float(x.strip())
+        except ValueError:
+            raise QueryError(f"{where}: expected a number, got {x!r}") from None
+    elif _is_number(x):
+        value = float(x)
+    else:
+        raise QueryError(f"{where}: expected a number, got {x!r}")
+    if not math.isfinite(value):
+        raise QueryError(f"{where}: expected a finite number, got {x!r}")
+    return value
+
+
+def _value_pair(value: Any, where: str) -> tuple[float, float]:
+    """``v`` (meaning ``v..v``) or ``[lo, hi]`` as two numbers, not reversed."""
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        if len(value) != 2:
+            raise QueryError(
+                f"{where}: expected a value or an inclusive range [lo, hi] of two values, got {value!r}"
+            )
+        lo, hi = _query_number(value[0], where), _query_number(value[1], where)
+    else:
+        lo = hi = _query_number(value, where)
+    if lo > hi:
+        raise QueryError(f"{where}: range [{lo:g}, {hi:g}] is reversed; write it as [{hi:g}, {lo:g}]")
+    return lo, hi
+
+
+def _fmt(x: float) -> str:
+    """A value as a user writes it: ``30`` rather than ``30.0``, ``33.8`` rather than
+    ``33.800000000000004`` (12 significant digits).
+
+    >>> _fmt(30.0), _fmt(33.800000000000004), _fmt(-0.25)
+    ('30', '33.8', '-0.25')
+    """
+    r = float(f"{x:.12g}")
+    return str(int(r)) if r.is_integer() and abs(r) < 2**53 else repr(r)
+
+
+@dataclass(frozen=True)
+class BinScale:
+    """How values in an attribute's unit map to its bins (one axis).
+
+    Bin ``i`` holds the values ``[edges[i], edges[i+1])``; ``tops[i]`` is the largest value a
+    query's inclusive upper bound may name to end at bin ``i``: ``edges[i+1] - 1`` when every edge
+    is a whole number (the values are read as whole numbers: ages 20 to 39 are the bins
+    ``[20, 21) ... [39, 40)``), else ``edges[i+1]`` itself (a real-valued bin has no largest value,
+    so its upper edge stands for its end). The last bin ends at the domain's top, ``high``.
+
+    >>> s = BinScale.of_edges((0.0, 10.0, 20.0, 30.0), high=30.0, high_inclusive=False)
+    >>> s.tops, s.bins(10, 19, "x"), s.bins(0, 29, "x")
+    ((9.0, 19.0, 29.0), (1, 1), (0, 2))
+    >>> s.bins(5, 19, "x", overlapping=True)
+    (0, 1)
+    >>> BinScale.of_edges((0.0, 0.5, 1.0), high=1.0, high_inclusive=False).bins(0.5, 1.0, "y")
+    (1, 1)
+    """
+
+    edges: tuple[float, ...]
+    tops: tuple[float, ...]
+    whole: bool
+
+    @classmethod
+    def of_edges(
+        cls,
+        edges: Sequence[float],
+        high: float,
+        high_inclusive: bool,
+        whole: bool | None = None,
+    ) -> BinScale:
+        """The scale of bins ``[edges[i], edges[i+1])`` over a domain ending at ``high``;
+        ``whole``: values are whole numbers (default: when every edge is one)."""
+        edges_t = tuple(float(e) for e in edges)
+        if whole is None:
+            whole = all(e.is_integer() for e in edges_t)
+        tops = [e - 1 if whole else e for e in edges_t[1:]]
+        if high_inclusive:
+            tops[-1] = float(math.floor(high)) if whole else float(high)
+        return cls(edges_t, tuple(tops), whole)
+
+    def _close(self, x: float, y: float) -> bool:
+        span = self.edges[-1] - self.edges[0]
+        return math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-9 * span)
+
+    def span(self, i: int, j: int) -> str:
+        """The values bins ``i..j`` cover, as an inclusive range ``lo..hi``."""
+        return f"{_fmt(self.edges[i])}..{_fmt(self.tops[j])}"
+
+    def bins(
+        self, lo: float, hi: float, where: str, *, overlapping: bool = False
+    ) -> tuple[int, int]:
+        """The bins ``i..j`` an inclusive value range covers.
+
+        A range must start on a bin's lower edge and end on a bin's top (see the class); else it
+        is an error naming the nearest ranges that do, or, with ``overlapping=True``, it is
+        answered with every bin it overlaps.
+        """
+        n = len(self.tops)
+        first, last = self.edges[0], self.tops[-1]
+        if lo < first and not self._close(lo, first) or hi > last and not self._close(hi, last):
+            raise QueryError(
+                f"{where}: range {_fmt(lo)}..{_fmt(hi)} is not inside the domain "
+                f"{_fmt(first)}..{_fmt(last)}"
+            )
+        i = min(max(bisect.bisect_right(self.edges, lo) - 1, 0), n - 1)
+        if self._close(lo, self.edges[min(i + 1, n)]) and i + 1 < n:
+            i += 1
+        # The bin holding hi: [lower edge, next edge) for whole numbers; (lower edge, upper edge]
+        # for real values, whose upper edge stands for the bin's end.
+        j = (bisect.bisect_right if self.whole else bisect.bisect_left)(self.edges, hi) - 1
+        j = min(max(j, 0), n - 1)
+        if j > 0 and self._close(hi, self.tops[j - 1]):
+            j -= 1
+        j = max(j, i)
+        if overlapping or (self._close(lo, self.edges[i]) and self._close(hi, self.tops[j])):
+            return i, j
+        inner_i = i if self._close(lo, self.edges[i]) else i + 1
+        inner_j = j if self._close(hi, self.tops[j]) else j - 1
+        inside = (
+            f"{self.span(inner_i, inner_j)} (inside) or " if inner_i <= inner_j else ""
+        )
+        raise QueryError(
+            f"{where}: range {_fmt(lo)}..{_fmt(hi)} does not fall on bin edges; the nearest "
+            f"ranges that do are {inside}{self.span(i, j)} (covering); or answer with the "
+            "overlapping bins (CLI --overlapping; Python {'values': [lo, hi], 'overlapping': "
+            "True}), or name bins by number (CLI #i..j; Python {'bins': [i, j]})"
+        )
+
+
+def _constraint_options(value: Any, where: str, allowed: tuple[str, ...]) -> dict[str, Any]:
+    """The keys of a constraint written as a mapping (``bins``, ``values``, ``overlapping``...)."""
+    unknown = [k for k in value if k not in allowed]
+    if unknown:
+        raise QueryError(
+            f"{where}: unknown key {unknown[0]!r} in the constraint; expected {', '.join(allowed)}"
+        )
+    if "bins" in value and len(value) > 1:
+        raise QueryError(f"{where}: 'bins' names bins by number and takes no other key")
+    overlapping = value.get("overlapping", False)
+    if not isinstance(overlapping, bool):
+        raise QueryError(f"{where}: 'overlapping' must be true or false, got {overlapping!r}")
+    return dict(value)
 
 
 @dataclass(frozen=True)
@@ -384,8 +539,30 @@ class Ordinal:
             f"[{fmt(a)}, {fmt(b)})" for a, b in zip(self.edges, self.edges[1:], strict=False)
         )
 
+    @functools.cached_property
+    def scale(self) -> BinScale:
+        """How values map to bins (:class:`BinScale`)."""
+        return BinScale.of_edges(self.edges, self.high, self.high_inclusive)
+
     def constraint(self, value: Any) -> tuple[Interval, ...]:
-        return (_interval(value, self.shape[0], self.name),)
+        """Bins of a value ``v``, an inclusive value range ``[lo, hi]``, ``{"values": [lo, hi],
+        "overlapping": true}`` or bins by number ``{"bins": [i, j]}`` (see :class:`BinScale`)."""
+        where = f"attribute {self.name!r}"
+        overlapping = False
+        if isinstance(value, Mapping):
+            opts = _constraint_options(value, where, ("bins", "values", "overlapping"))
+            if "bins" in opts:
+                return (_interval(opts["bins"], self.shape[0], self.name),)
+            if "values" not in opts:
+                raise QueryError(f"{where}: a constraint mapping needs 'values' or 'bins'")
+            value, overlapping = opts["values"], opts.get("overlapping", False)
+        lo, hi = _value_pair(value, where)
+        return (self.scale.bins(lo, hi, where, overlapping=overlapping),)
+
+    def describe(self, box: Sequence[Interval]) -> str:
+        """The values a constraint's bins cover, ``lo..hi`` inclusive."""
+        (i, j), *_ = box
+        return self.scale.span(i, j)
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"name": self.name, "kind": "ordinal"}
@@ -467,6 +644,14 @@ class Nominal:
             ) from None
 
     def constraint(self, value: Any) -> tuple[Interval, ...]:
+        """A category, a hierarchy node, a range of categories ``[first, last]`` in schema
+        order, or categories by position ``{"bins": [i, j]}``."""
+        where = f"attribute {self.name!r}"
+        if isinstance(value, Mapping):
+            opts = _constraint_options(value, where, ("bins",))
+            if "bins" not in opts:
+                raise QueryError(f"{where}: a constraint mapping needs 'bins'")
+            return (_interval(opts["bins"], self.shape[0], self.name),)
         if isinstance(value, str | int) and not isinstance(value, bool):
             key = str(value)
             if key in self.categories:
@@ -475,7 +660,25 @@ class Nominal:
             if self.hierarchy is not None and key in self.hierarchy.intervals:
                 return (self.hierarchy.interval(key),)
             self.index(value)
-        return (_interval(value, self.shape[0], self.name),)
+        if isinstance(value, Sequence) and not isinstance(value, str) and len(value) == 2:
+            lo, hi = self.index(value[0]), self.index(value[1])
+            if lo > hi:
+                raise QueryError(
+                    f"{where}: category range {list(value)!r} is reversed (the schema lists "
+                    f"{self.categories[hi]!r} first)"
+                )
+            return ((lo, hi),)
+        raise QueryError(
+            f"{where}: expected a category, a hierarchy node, [first, last] categories or "
+            f"{{'bins': [i, j]}}, got {value!r}"
+        )
+
+    def describe(self, box: Sequence[Interval]) -> str:
+        """The categories a constraint covers."""
+        (i, j), *_ = box
+        if i == j:
+            return self.categories[i]
+        return f"{self.categories[i]}..{self.categories[j]}"
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"name": self.name, "kind": "nominal"}
@@ -525,15 +728,62 @@ class Spatial:
     def labels(self) -> tuple[str, ...]:
         return ()
 
-    def constraint(self, value: Any) -> tuple[Interval, ...]:
-        if not isinstance(value, Sequence) or len(value) != 2:
-            raise QueryError(
-                f"attribute {self.name!r}: expected a rectangle [[row_lo, row_hi], [col_lo, col_hi]], got {value!r}"
-            )
+    @functools.cached_property
+    def scales(self) -> tuple[BinScale, BinScale]:
+        """Latitude bands (rows) and longitude bands (columns) as :class:`BinScale`s."""
+        lat0, lon0, lat1, lon1 = self.bbox
+        rows, cols = self.shape
         return (
-            _interval(value[0], self.shape[0], self.name, "rows"),
-            _interval(value[1], self.shape[1], self.name, "columns"),
+            BinScale.of_edges(
+                [lat0 + (lat1 - lat0) * i / rows for i in range(rows + 1)], lat1, True, False
+            ),
+            BinScale.of_edges(
+                [lon0 + (lon1 - lon0) * i / cols for i in range(cols + 1)], lon1, True, False
+            ),
         )
+
+    def constraint(self, value: Any) -> tuple[Interval, ...]:
+        """A latitude/longitude box ``[[lat_lo, lat_hi], [lon_lo, lon_hi]]`` (or ``{"lat": [..],
+        "lon": [..]}``, either optional, with ``"overlapping": true`` to take every grid cell the
+        box overlaps), or grid cells by number ``{"bins": [[row_lo, row_hi], [col_lo, col_hi]]}``."""
+        where = f"attribute {self.name!r}"
+        overlapping = False
+        bounds: list[Any]
+        if isinstance(value, Mapping):
+            opts = _constraint_options(value, where, ("bins", "lat", "lon", "overlapping"))
+            if "bins" in opts:
+                cells = opts["bins"]
+                if not isinstance(cells, Sequence) or isinstance(cells, str) or len(cells) != 2:
+                    raise QueryError(
+                        f"{where}: 'bins' must be [[row_lo, row_hi], [col_lo, col_hi]], got {cells!r}"
+                    )
+                return (
+                    _interval(cells[0], self.shape[0], self.name, "rows"),
+                    _interval(cells[1], self.shape[1], self.name, "columns"),
+                )
+            bounds = [opts.get("lat"), opts.get("lon")]
+            overlapping = opts.get("overlapping", False)
+        elif isinstance(value, Sequence) and not isinstance(value, str) and len(value) == 2:
+            bounds = list(value)
+        else:
+            raise QueryError(
+                f"{where}: expected a box [[lat_lo, lat_hi], [lon_lo, lon_hi]] or grid cells "
+                f"{{'bins': [[row_lo, row_hi], [col_lo, col_hi]]}}, got {value!r}"
+            )
+        out: list[Interval] = []
+        for scale, bound, axis in zip(self.scales, bounds, ("latitude", "longitude"), strict=True):
+            if bound is None:
+                out.append((0, len(scale.tops) - 1))
+                continue
+            lo, hi = _value_pair(bound, f"{where} {axis}")
+            out.append(scale.bins(lo, hi, f"{where} {axis}", overlapping=overlapping))
+        return tuple(out)
+
+    def describe(self, box: Sequence[Interval]) -> str:
+        """The latitude and longitude bounds a constraint's grid cells cover."""
+        lat, lon = self.scales
+        (r0, r1), (c0, c1) = box[0], box[1]
+        return f"lat {lat.span(r0, r1)}, lon {lon.span(c0, c1)}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -765,7 +1015,12 @@ class Schema:
             )
 
     def box(self, query: Mapping[str, Any]) -> Box:
-        """Turn a query dict into one inclusive index interval per axis."""
+        """Turn a query dict into one inclusive index interval per axis.
+
+        Constraints are values (see each attribute's ``constraint``): an ordinal range in the
+        attribute's unit, a category or hierarchy node, a latitude/longitude box; ``{"bins":
+        ...}`` names bins by number.
+        """
         if not isinstance(query, Mapping):
             raise QueryError(
                 f"a query is a mapping from attribute name to constraint, got {query!r}"
@@ -782,3 +1037,35 @@ class Schema:
             else:
                 out.extend((0, n - 1) for n in a.shape)
         return tuple(out)
+
+    def coverage(self, query: Mapping[str, Any]) -> dict[str, str]:
+        """What the answer to ``query`` covers, per constrained attribute, in values.
+
+        >>> s = Schema.from_dict({"attributes": [
+        ...     {"name": "income", "kind": "ordinal", "edges": [0, 25000, 50000, 100000]}]})
+        >>> s.coverage({"income": {"values": [30000, 60000], "overlapping": True}})
+        {'income': '25000..99999'}
+        """
+        box = self.box(query)
+        out: dict[str, str] = {}
+        for a in self.attributes:
+            if a.name in query:
+                out[a.name] = a.describe(box[self.axis_slice(a.name)])
+        return out
+
+    def with_overlapping(self, query: Mapping[str, Any]) -> dict[str, Any]:
+        """``query`` with every ordinal and spatial value constraint answered by the bins it
+        overlaps (``{"values": ..., "overlapping": True}``); bins by number stay as they are."""
+        out = dict(query)
+        for name, value in query.items():
+            attribute = self[name]
+            if isinstance(attribute, Nominal) or (isinstance(value, Mapping) and "bins" in value):
+                continue
+            if isinstance(attribute, Ordinal):
+                inner = value.get("values") if isinstance(value, Mapping) else value
+                out[name] = {"values": inner, "overlapping": True}
+            elif isinstance(value, Mapping):
+                out[name] = {**value, "overlapping": True}
+            elif isinstance(value, Sequence) and not isinstance(value, str) and len(value) == 2:
+                out[name] = {"lat": value[0], "lon": value[1], "overlapping": True}
+        return out

@@ -313,7 +313,7 @@ def test_spatial_attribute_contributes_two_axes() -> None:
     )
     assert release.cuboid("loc").shape == (2, 3)
     np.testing.assert_allclose(release.cuboid(["k", "loc"]), np.moveaxis(counts, 2, 0), atol=1e-9)
-    assert release.answer({"loc": [[0, 0], [1, 2]], "k": "v"}) == pytest.approx(
+    assert release.answer({"loc": {"bins": [[0, 0], [1, 2]]}, "k": "v"}) == pytest.approx(
         counts[0, 1:, 1].sum()
     )
 

@@ -130,7 +130,7 @@ def test_queries_by_category_node_and_rectangle() -> None:
     r = Identity(1.0).release(Histogram(s, counts), random_state=NO_NOISE)
     assert r.answer({"occ": "P"}) == counts[:, 0:2].sum()
     assert r.answer({"occ": "Cook", "age": [2, 5]}) == counts[2:6, 2].sum()
-    assert r.answer({"loc": [[1, 2], [0, 1]]}) == counts[:, :, 1:3, 0:2].sum()
+    assert r.answer({"loc": {"bins": [[1, 2], [0, 1]]}}) == counts[:, :, 1:3, 0:2].sum()
     assert r.answer({}) == counts.sum()
     with pytest.raises(QueryError, match="no category 'Pilot'"):
         r.answer({"occ": "Pilot"})
@@ -144,7 +144,7 @@ def test_identity_variance_is_cells_times_cell_variance() -> None:
         (Identity(0.5, neighbour="replace"), float(discrete_laplace_variance(4.0))),
     ):
         r = mech.release(h, random_state=1)
-        queries = [{}, {"age": [0, 4]}, {"occ": "P", "loc": [[0, 0], [1, 3]]}]
+        queries = [{}, {"age": [0, 4]}, {"occ": "P", "loc": {"bins": [[0, 0], [1, 3]]}}]
         cells = [s.size, 5 * 3 * 12, 10 * 2 * 3]
         np.testing.assert_allclose(r.variance_many(queries), np.array(cells) * cell_var, rtol=1e-12)
         assert r.stddev({}) == pytest.approx(math.sqrt(s.size * cell_var))
@@ -202,7 +202,7 @@ def sample_release(seed: int = 5, epsilon: float = 1.0) -> CellRelease:
     return r
 
 
-QUERIES: list[dict[str, Any]] = [{}, {"occ": "P"}, {"age": [3, 7], "loc": [[0, 1], [2, 3]]}]
+QUERIES: list[dict[str, Any]] = [{}, {"occ": "P"}, {"age": [3, 7], "loc": {"bins": [[0, 1], [2, 3]]}}]
 
 
 def test_save_load_round_trip(tmp_path: Path) -> None:

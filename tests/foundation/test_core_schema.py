@@ -321,8 +321,11 @@ def test_query_boxes() -> None:
     assert s.box({"occupation": "Service"})[2] == (2, 3)
     assert s.box({"occupation": "Doctor"})[2] == (1, 1)
     assert s.box({"occupation": "*"})[2] == (0, 3)
-    assert s.box({"occupation": [1, 2]})[2] == (1, 2)
-    assert s.box({"loc": [[10, 20], [0, 1023]]})[3:] == ((10, 20), (0, 1023))
+    assert s.box({"occupation": ["Doctor", "Cook"]})[2] == (1, 2)
+    assert s.box({"occupation": {"bins": [1, 2]}})[2] == (1, 2)
+    assert s.box({"loc": {"bins": [[10, 20], [0, 1023]]}})[3:] == ((10, 20), (0, 1023))
+    # the whole box in latitude/longitude: every row and column
+    assert s.box({"loc": [[33.7, 34.4], [-118.7, -117.8]]})[3:] == ((0, 1023), (0, 1023))
 
 
 @pytest.mark.parametrize(
@@ -334,19 +337,23 @@ def test_query_boxes() -> None:
         ),
         ({"sex": "X"}, r"attribute 'sex' has no category 'X' \(categories: F, M\)"),
         ({"occupation": "Pilot"}, r"attribute 'occupation' has no category 'Pilot'"),
-        ({"age": [50, 101]}, r"interval \[50, 101\] is not inside \[0, 100\]"),
-        ({"age": [-1, 3]}, r"is not inside \[0, 100\]"),
-        ({"age": [5, 4]}, r"interval \[5, 4\] is reversed"),
-        ({"age": [1.5, 3]}, r"expected an inclusive index interval"),
-        ({"age": 3}, r"expected an inclusive index interval"),
-        ({"age": "3"}, r"expected an inclusive index interval"),
+        ({"age": [50, 101]}, r"range 50..101 is not inside the domain 0..100"),
+        ({"age": [-1, 3]}, r"is not inside the domain 0..100"),
+        ({"age": [5, 4]}, r"range \[5, 4\] is reversed"),
+        ({"age": [1.5, 3]}, r"does not fall on bin edges; the nearest ranges that do are 2..3"),
+        ({"age": "x"}, r"expected a number, got 'x'"),
+        ({"age": {"bins": [50, 101]}}, r"interval \[50, 101\] is not inside \[0, 100\]"),
+        ({"age": {"bins": [1.5, 3]}}, r"expected an inclusive index interval"),
+        ({"age": {"bin": [1, 3]}}, r"unknown key 'bin'"),
         (
-            {"loc": [[0, 2000], [0, 3]]},
+            {"loc": {"bins": [[0, 2000], [0, 3]]}},
             r"attribute 'loc' rows: interval \[0, 2000\] is not inside \[0, 1023\]",
         ),
-        ({"loc": [[0, 1], [5, 2]]}, r"attribute 'loc' columns"),
-        ({"loc": [0, 1]}, r"expected an inclusive index interval|expected a rectangle"),
-        ({"loc": [[0, 1]]}, r"expected a rectangle"),
+        ({"loc": {"bins": [[0, 1], [5, 2]]}}, r"attribute 'loc' columns"),
+        ({"loc": [[33.7, 34.4], [-117.0, -118.0]]}, r"attribute 'loc' longitude: range"),
+        ({"loc": [[30.0, 34.4], [-118.7, -117.8]]}, r"latitude: range 30..34.4 is not inside"),
+        ({"loc": [0, 1]}, r"latitude: range 0..0 is not inside the domain 33.7..34.4"),
+        ({"loc": [[0, 1]]}, r"expected a box"),
     ],
 )
 def test_query_errors(query: dict[str, Any], pattern: str) -> None:

@@ -305,7 +305,7 @@ def query_for(draw: st.DrawFn, schema: dict[str, Any]) -> tuple[dict[str, Any], 
             else:
                 lo = draw(st.integers(0, size - 1))
                 hi = draw(st.integers(lo, size - 1))
-                query[attr["name"]] = [lo, hi]
+                query[attr["name"]] = {"bins": [lo, hi]}  # bins by number (values: tests/foundation)
         else:
             valid = False
             query[attr["name"]] = draw(
@@ -314,7 +314,7 @@ def query_for(draw: st.DrawFn, schema: dict[str, Any]) -> tuple[dict[str, Any], 
                     st.integers(0, 3).map(lambda k: [-1 - k, 0]),
                     st.just([size - 1, 0]) if size > 1 else st.just([0, -1]),  # reversed
                     st.sampled_from([True, False, None, [0.5, 1], [0, 1, 2], "no such category!"]),
-                )
+                ).map(lambda c: c if isinstance(c, str) else {"bins": c})
             )
     if draw(st.integers(0, 7)) == 0:
         query[draw(st.sampled_from(["nope", "AGE", "", "'; --"]))] = [0, 0]

@@ -32,7 +32,7 @@ def _interval(attr: dict[str, Any], c: Any) -> tuple[int, int]:
             return cats.index(c), cats.index(c)
         leaves = attr["hierarchy"][c]
         return cats.index(leaves[0]), cats.index(leaves[-1])
-    return int(c[0]), int(c[1])
+    return int(c["bins"][0]), int(c["bins"][1])
 
 
 def reference_sum(

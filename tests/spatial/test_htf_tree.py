@@ -281,14 +281,14 @@ def test_t19_query_answering() -> None:
         Histogram(schema, F), random_state=NO_NOISE
     )
     for r0, r1, c0, c1 in r.rects[:50]:
-        q = {"p": [[int(r0), int(r1) - 1], [int(c0), int(c1) - 1]]}
+        q = {"p": {"bins": [[int(r0), int(r1) - 1], [int(c0), int(c1) - 1]]}}
         assert r.answer(q) == pytest.approx(F[r0:r1, c0:c1].sum(), abs=1e-6)
     assert r.answer({}) == pytest.approx(F.sum())
     meta = ReleaseMetadata("htf", {}, 1.0, None, "add_remove")
     leaf = LeafRelease(
         spatial_case_schema(2, 4), meta, np.array([[0, 2, 0, 2], [0, 2, 2, 4]]), np.array([12, 0])
     )
-    assert leaf.answer({"p": [[0, 0], [1, 1]]}) == pytest.approx(3.0)
+    assert leaf.answer({"p": {"bins": [[0, 0], [1, 1]]}}) == pytest.approx(3.0)
     noisy = HTF(0.3, height=8, theta_count=5).release(Histogram(schema, F), random_state=3)
     rng = np.random.default_rng(19)
     boxes = np.sort(rng.integers(0, 32, size=(1000, 2, 2)), axis=2)
@@ -313,7 +313,7 @@ def test_t19_variance_is_the_sum_over_leaves() -> None:
         np.array([12, 0]),
         np.array([8.0, 2.0]),
     )
-    assert leaf.variance({"p": [[0, 0], [1, 2]]}) == pytest.approx(8.0 / 16 + 2.0 / 16)
+    assert leaf.variance({"p": {"bins": [[0, 0], [1, 2]]}}) == pytest.approx(8.0 / 16 + 2.0 / 16)
 
 
 def test_t20_metric() -> None:
@@ -379,7 +379,7 @@ def test_save_and_load_round_trip(tmp_path) -> None:
     assert isinstance(back, LeafRelease)
     np.testing.assert_array_equal(back.rects, r.rects)
     np.testing.assert_array_equal(back.budget_paths, r.budget_paths)
-    q = [{"p": [[1, 20], [3, 30]]}, {}]
+    q = [{"p": {"bins": [[1, 20], [3, 30]]}}, {}]
     np.testing.assert_allclose(back.answer_many(q), r.answer_many(q))
     np.testing.assert_allclose(back.variance_many(q), r.variance_many(q))
 

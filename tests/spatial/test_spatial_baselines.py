@@ -116,7 +116,7 @@ def test_tree_baselines_are_exact_without_noise_and_spend_epsilon() -> None:
     auto = KDTree(0.5).release(H, random_state=4)
     np.testing.assert_allclose(auto.budget_paths, 0.5, rtol=1e-12)
     u = Uniform(1.0).release(H, random_state=NO_NOISE)
-    assert u.answer({"p": [[0, 7], [0, 15]]}) == pytest.approx(F.sum() / 2)
+    assert u.answer({"p": {"bins": [[0, 7], [0, 15]]}}) == pytest.approx(F.sum() / 2)
 
 
 def test_exponential_mechanism_distribution_is_exact() -> None:

@@ -39,21 +39,49 @@ def parse_params(pairs: list[str]) -> dict[str, Any]:
     return out
 
 
-def _constraint(text: str) -> Any:
-    text = text.strip()
-    if ":" in text and ".." in text:
-        rows, cols = text.split(":", 1)
-        return [_constraint(rows), _constraint(cols)]
-    if ".." in text:
-        lo, hi = text.split("..", 1)
-        try:
-            return [int(lo), int(hi)]
-        except ValueError:
-            raise QueryError(f"range {text!r} must be two integers 'lo..hi'") from None
+def _number(text: str) -> int | float | None:
+    """``text`` as an int or a float, or None when it is not a number."""
     try:
         return int(text)
     except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _range(text: str, *, bins: bool = False) -> Any:
+    """``lo..hi`` as ``[lo, hi]`` (numbers where both are numbers, else labels); ``v`` alone."""
+    if ".." not in text:
+        if bins:
+            n = _number(text)
+            if not isinstance(n, int):
+                raise QueryError(f"bin number {text!r} must be an integer ('#3' or '#3..5')")
+            return [n, n]
         return text
+    lo, hi = (part.strip() for part in text.split("..", 1))
+    a, b = _number(lo), _number(hi)
+    if bins and not (isinstance(a, int) and isinstance(b, int)):
+        raise QueryError(f"bins {text!r} must be two integers '#lo..hi'")
+    if a is None or b is None:
+        return [lo, hi]  # category labels: first..last
+    return [a, b]
+
+
+def _constraint(text: str) -> Any:
+    """One ``--where`` value: ``lo..hi`` (values, inclusive), ``lat0..lat1:lon0..lon1`` (a box),
+    ``#i..j`` or ``#r0..r1:c0..c1`` (bins by number), or a category / node / value as text."""
+    text = text.strip()
+    bins = text.startswith("#")
+    if bins:
+        text = text[1:].strip()
+    if ":" in text and ".." in text:
+        lat, lon = text.split(":", 1)
+        value: Any = [_range(lat.strip(), bins=bins), _range(lon.strip(), bins=bins)]
+    else:
+        value = _range(text, bins=bins)
+    return {"bins": value} if bins else value
 
 
 def _json_keys(text: str) -> list[str]:
@@ -80,10 +108,13 @@ def _no_repeats(names: list[str]) -> None:
 
 
 def parse_where(text: str) -> dict[str, Any]:
-    """A query from JSON or from ``attr=lo..hi, attr=Category, loc=r0..r1:c0..c1``.
+    """A query from JSON or from ``attr=lo..hi, attr=Category, loc=lat0..lat1:lon0..lon1``;
+    ``attr=#i..j`` names bins by number. Values are inclusive, in the attribute's unit.
 
-    >>> parse_where("age=18..64, sex=F")
-    {'age': [18, 64], 'sex': 'F'}
+    >>> parse_where("age=18..64, sex=F, income=#3..5")
+    {'age': [18, 64], 'sex': 'F', 'income': {'bins': [3, 5]}}
+    >>> parse_where("loc=33.9..34.1:-118.3..-118.1, size=1")
+    {'loc': [[33.9, 34.1], [-118.3, -118.1]], 'size': '1'}
     >>> parse_where('{"age": [0, 17]}')
     {'age': [0, 17]}
     """
@@ -105,8 +136,7 @@ def parse_where(text: str) -> dict[str, Any]:
         if not sep:
             raise QueryError(f"--where part {part.strip()!r} must look like attribute=value")
         _no_repeats([*query, name.strip()])
-        constraint = _constraint(value)
-        query[name.strip()] = constraint if isinstance(constraint, list) else str(value.strip())
+        query[name.strip()] = _constraint(value)
     return query
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -14,6 +14,9 @@ from dpcube.errors import ReleaseError
 from dpcube.release.base import Release, ReleaseMetadata
 from dpcube.release.variance import VarianceModel, load_variance_model
 from dpcube.schema import Schema
+
+if TYPE_CHECKING:
+    from dpcube.release.uncertainty import BootstrapWorld
 
 
 def prefix_sums(counts: NDArray[Any]) -> NDArray[Any]:
@@ -85,6 +88,31 @@ class CellRelease(Release):
 
     def answer_many(self, queries: Sequence[Mapping[str, Any]]) -> NDArray[np.float64]:
         return box_sums(self.prefix, self.boxes(queries)).astype(np.float64)
+
+    @property
+    def linear_unbiased(self) -> bool:
+        """Whether the answers are linear in the noise and unbiased, so the variance model's exact
+        noise variance is the answer's error (every cell mechanism with a variance model)."""
+        return self.variance_model is not None
+
+    def bootstrap_world(self) -> BootstrapWorld:
+        """The parametric bootstrap's world (:mod:`dpcube.release.uncertainty`): the released cells,
+        made non-negative whole counts, as the truth; the mechanism re-run on them."""
+        from dpcube.histogram import Histogram
+        from dpcube.release.uncertainty import (
+            BootstrapWorld,
+            integer_truth,
+            rebuild_mechanism,
+            rerun,
+        )
+
+        assert self.schema is not None
+        truth = integer_truth(self.counts)
+        mechanism = rebuild_mechanism(self.metadata)
+        data = Histogram(self.schema, truth)
+        return BootstrapWorld(
+            CellRelease(self.schema, self.metadata, truth), lambda rng: rerun(mechanism, data, rng)
+        )
 
     def variance_many(self, queries: Sequence[Mapping[str, Any]]) -> NDArray[np.float64]:
         if self.variance_model is None:

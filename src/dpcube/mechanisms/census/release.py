@@ -8,7 +8,7 @@ number of groups of size lo..hi in the region. Saved and loaded by the shared
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -17,6 +17,25 @@ from numpy.typing import NDArray
 from dpcube.errors import QueryError
 from dpcube.mechanisms.census.hierarchy import RegionHierarchy
 from dpcube.release.base import Release, ReleaseMetadata
+
+if TYPE_CHECKING:
+    from dpcube.release.uncertainty import BootstrapWorld
+
+
+def _group_size(value: Any) -> int:
+    """A group size from a query: a whole number, or text that reads as one (the CLI's ``size=1``).
+
+    >>> _group_size(2), _group_size("1"), _group_size(3.0)
+    (2, 1, 3)
+    """
+    if isinstance(value, str):
+        value = value.strip()
+        if value.isdigit():
+            return int(value)
+    elif isinstance(value, int | np.integer | float) and not isinstance(value, bool):
+        if float(value).is_integer():
+            return int(value)
+    raise QueryError(f"size {value!r} must be a whole number of persons, or a range [lo, hi]")
 
 
 class CensusRelease(Release):
@@ -71,11 +90,10 @@ class CensusRelease(Release):
             )
         r = self.hierarchy.region_index(str(query.get("region", self.hierarchy.names[0])))
         size = query.get("size", [1, self.max_size])
-        lo, hi = (
-            (int(size), int(size))
-            if isinstance(size, int | np.integer)
-            else (int(size[0]), int(size[1]))
-        )
+        pair = size if isinstance(size, list | tuple) and len(size) == 2 else (size, size)
+        lo, hi = (_group_size(v) for v in pair)
+        if lo > hi:
+            raise QueryError(f"size range [{lo}, {hi}] is reversed; write it as [{hi}, {lo}]")
         if not 1 <= lo <= hi <= self.max_size:
             raise QueryError(f"size range [{lo}, {hi}] is not inside [1, {self.max_size}]")
         return r, lo, hi
@@ -85,6 +103,25 @@ class CensusRelease(Release):
         return np.array(
             [self._cum[r, hi] - self._cum[r, lo - 1] for r, lo, hi in boxes], dtype=np.float64
         )
+
+    #: Why answers need a bootstrap (:mod:`dpcube.release.uncertainty`).
+    bootstrap_reason = "consistent, non-negative integer estimate (not linear in the noise)"
+
+    def bootstrap_world(self) -> BootstrapWorld:
+        """The parametric bootstrap's world: the released leaf-region rows (non-negative integers),
+        aggregated up the hierarchy, are the truth; each replicate re-runs the whole mechanism
+        (noise, then its consistency/integrality post-processing) on that table."""
+        from dpcube.mechanisms.census.table import GroupSizeTable
+        from dpcube.release.uncertainty import BootstrapWorld, rebuild_mechanism, rerun
+
+        h = self.hierarchy
+        leaves = np.clip(self.values[h.leaves], 0, None)
+        table = GroupSizeTable(h, h.aggregate(leaves), top_coded=self.top_coded)
+        mechanism = rebuild_mechanism(self.metadata)
+        truth = CensusRelease(
+            self.metadata, h, table.counts, table.groups, top_coded=self.top_coded
+        )
+        return BootstrapWorld(truth, lambda rng: rerun(mechanism, table, rng))
 
     def tables(self) -> dict[str, pa.Table]:
         h, k = self.hierarchy, self.max_size

@@ -402,8 +402,8 @@ class Privelet(PriveletPlus):
         flat_queries: list[dict[str, Any]] = [
             {},
             {"g": "M"},
-            {"p": [[0, 0], [0, 1]]},
-            {"g": [1, 2], "p": [[1, 1], [1, 1]]},
+            {"p": {"bins": [[0, 0], [0, 1]]}},
+            {"g": [1, 2], "p": {"bins": [[1, 1], [1, 1]]}},
         ]
         return [
             Case("privelet-mixed", mixed, lambda n: cls(1.0, neighbour=n), queries),

@@ -122,9 +122,9 @@ def noisy_count(total: int, epsilon: float, source: RandomSource) -> int:
 #: Rectangles over :func:`spatial_case_schema` (2 x 3) used by the conformance cases.
 SPATIAL_CASE_QUERIES: list[dict[str, Any]] = [
     {},
-    {"p": [[0, 0], [0, 2]]},
-    {"p": [[0, 1], [1, 1]]},
-    {"p": [[1, 1], [2, 2]]},
+    {"p": {"bins": [[0, 0], [0, 2]]}},
+    {"p": {"bins": [[0, 1], [1, 1]]}},
+    {"p": {"bins": [[1, 1], [2, 2]]}},
 ]
 
 

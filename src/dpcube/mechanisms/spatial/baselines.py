@@ -210,7 +210,7 @@ class QuadTree(_CountTree):
     >>> from dpcube import Histogram
     >>> from dpcube.privacy import NO_NOISE
     >>> r = QuadTree(1.0, height=2).release(Histogram(spatial_case_schema(4, 4), np.ones((4, 4))), random_state=NO_NOISE)
-    >>> len(r.leaves), round(r.answer({"p": [[0, 2], [0, 0]]}), 9)
+    >>> len(r.leaves), round(r.answer({"p": {"bins": [[0, 2], [0, 0]]}}), 9)
     (16, 3.0)
     """
 
@@ -425,7 +425,7 @@ class UniformGrid(SpatialMechanism):
                 "ug-auto",
                 schema,
                 lambda n: cls(1.0, neighbour=n),
-                [{}, {"p": [[0, 0], [0, 2]]}, {"p": [[0, 1], [2, 2]]}],
+                [{}, {"p": {"bins": [[0, 0], [0, 2]]}}, {"p": {"bins": [[0, 1], [2, 2]]}}],
             ),
         ]
 

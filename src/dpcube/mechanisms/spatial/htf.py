@@ -89,7 +89,7 @@ class HTF(SpatialMechanism):
     >>> s = spatial_case_schema(4, 4)
     >>> r = HTF(1.0, height=4, theta_count=-1, theta_cells=0).release(
     ...     Histogram(s, np.arange(16).reshape(4, 4)), random_state=NO_NOISE)
-    >>> len(r.leaves), r.answer({"p": [[0, 1], [0, 3]]})
+    >>> len(r.leaves), r.answer({"p": {"bins": [[0, 1], [0, 3]]}})
     (16, 28.0)
     """
 

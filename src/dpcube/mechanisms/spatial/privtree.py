@@ -112,7 +112,7 @@ class PrivTree(SpatialMechanism):
     >>> from dpcube.privacy import NO_NOISE
     >>> F = np.zeros((8, 8), dtype=np.int64); F[0, 0] = 1000
     >>> r = PrivTree(1.0).release(Histogram(spatial_case_schema(8, 8), F), random_state=NO_NOISE)
-    >>> r.answer({"p": [[0, 0], [0, 0]]})
+    >>> r.answer({"p": {"bins": [[0, 0], [0, 0]]}})
     1000.0
     """
 

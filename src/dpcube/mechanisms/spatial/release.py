@@ -13,7 +13,7 @@ Tree releases also carry ``budget_paths``: the epsilon spent along each leaf's r
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -24,6 +24,9 @@ from dpcube.mechanisms.spatial._common import grid_shape
 from dpcube.release.base import Release, ReleaseMetadata
 from dpcube.release.cells import box_sums, prefix_sums
 from dpcube.schema import Schema
+
+if TYPE_CHECKING:
+    from dpcube.release.uncertainty import BootstrapWorld
 
 
 class Leaf(NamedTuple):
@@ -132,7 +135,35 @@ class LeafRelease(Release):
     def answer_many(self, queries: Sequence[Mapping[str, Any]]) -> NDArray[np.float64]:
         return self.answer_boxes(self.boxes(queries))
 
+    #: Why answers need a bootstrap (:mod:`dpcube.release.uncertainty`).
+    bootstrap_reason = "leaf counts spread under the uniformity assumption (biased)"
+
+    def bootstrap_world(self) -> BootstrapWorld:
+        """The parametric bootstrap's world: the leaf density Z (every leaf spread over its cells),
+        made non-negative whole counts, is the truth; each replicate re-runs the whole mechanism on
+        it, re-choosing the partition, so the structural error is part of the bootstrap."""
+        from dpcube.histogram import Histogram
+        from dpcube.release.cells import CellRelease
+        from dpcube.release.uncertainty import (
+            BootstrapWorld,
+            integer_truth,
+            rebuild_mechanism,
+            rerun,
+        )
+
+        assert self.schema is not None
+        truth = integer_truth(self.density)
+        mechanism = rebuild_mechanism(self.metadata)
+        bound = int(self.metadata.params.get("user_bound", 1) or 1)
+        report = {"contribution_bound": bound} if bound > 1 else {}
+        data = Histogram(self.schema, truth, report)
+        return BootstrapWorld(
+            CellRelease(self.schema, self.metadata, truth), lambda rng: rerun(mechanism, data, rng)
+        )
+
     def variance_many(self, queries: Sequence[Mapping[str, Any]]) -> NDArray[np.float64]:
+        """The noise-only variance of each answer (independent leaf noises); NOT the answer's
+        error, which also holds the uniformity assumption's bias (see ``bootstrap_world``)."""
         if self.variances is None:
             return np.full(len(queries), np.nan)
         boxes = self.boxes(queries)

@@ -1,0 +1,315 @@
+"""Honest uncertainty for every answer: the exact noise sd, a parametric bootstrap, or "none".
+
+Two kinds of release answers (issue #13 part 3):
+
+- **exact** (``kind="exact"``): the noise is linear and the estimator unbiased (Identity,
+  Privelet, the matrix mechanism, data cubes without clamping or rounding). The answer's error is
+  the noise alone; its sd is the exact ``sqrt(Release.variance_many)``, and the interval is
+  ``answer +- z sd`` (a normal approximation of the noise's distribution: for one discrete
+  Laplace cell the +-1.96 sd interval covers 93.7 %, for sums of several cells closer to 95 %).
+- **bootstrap** (``kind="bootstrap"``): the answer is not a linear unbiased function of the noise
+  (spatial trees under the uniformity assumption, clamping/rounding, census M_DP/M_CDP,
+  PrivTree). The error is estimated by a *parametric bootstrap from the release itself*: the
+  released estimate (cells, leaves spread over their cells, or the group-size table), made
+  non-negative whole counts (:func:`integer_truth`), is taken as the truth of a "bootstrap world";
+  the mechanism, rebuilt from the manifest (name and parameters), is re-run on it ``runs`` times
+  with the project's exact samplers, re-choosing any data-dependent structure (tree splits,
+  heights), and each query's error ``e_b = replicate answer - bootstrap-world truth`` is
+  recorded. This is post-processing of public data: no budget is spent and no ledger is opened
+  (every re-run is unaccounted and seeded). The interval is the *basic (pivotal) bootstrap
+  interval* ``[a - q_(1+level)/2(e), a - q_(1-level)/2(e)]`` from the errors' own quantiles,
+  clipped below at 0 (a count is never negative); it therefore corrects for the bias the bootstrap
+  estimates (``bias = mean(e)``). ``stddev`` is the root mean square of ``e`` (bias included).
+- **none** (``kind="none"``): no error estimate (the reason says why).
+
+``noise_sd`` is the noise-only figure where the release knows it (e.g. HTF's independent leaf
+noises spread under the uniformity assumption); it is *never* the answer's error for a bootstrap
+release, and :func:`format_answer` labels it "noise sd".
+
+What the bootstrap cannot see: error the released estimate has already hidden. A tree leaf's
+count is spread evenly over its cells, so the bootstrap world is uniform inside every leaf and
+the uniformity error of the *real* data inside a leaf is under-estimated (see
+``docs/experiments/coverage.md`` for the measured coverage).
+
+Replicates are computed on demand and cached in memory on the release object (never saved: a
+saved release holds only what the guarantee covers). ``dpcube query`` on a bootstrap release
+therefore re-runs the mechanism ``runs`` times per call (see the coverage page for the cost).
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dpcube.errors import ReleaseError
+from dpcube.release.base import Release, ReleaseMetadata
+
+#: Replicates of the bootstrap when ``runs`` is not given (the 2.5 % and 97.5 % quantiles of 200
+#: errors rest on 5 errors each side; see docs/experiments/coverage.md).
+DEFAULT_RUNS = 200
+#: Fewest replicates accepted: below this the tail quantiles of a 95 % interval are the extremes.
+MIN_RUNS = 20
+
+Kind = Literal["exact", "bootstrap", "none"]
+
+
+@dataclass(frozen=True)
+class Uncertainty:
+    """The uncertainty of a batch of answers (one entry per query).
+
+    ``stddev``: the answer's error sd (exact noise sd for ``kind="exact"``; root mean square of
+    the bootstrap errors, bias included, for ``kind="bootstrap"``; NaN for ``"none"``).
+    ``noise_sd``: noise only, NaN where not known; never the answer's error for a bootstrap.
+    ``lower``/``upper``: the interval at ``level`` (NaN for ``"none"``). ``bias``: the
+    bootstrap's mean error (0 for exact, NaN for none). ``reason``: one line a user reads.
+    """
+
+    answers: NDArray[np.float64]
+    stddev: NDArray[np.float64]
+    noise_sd: NDArray[np.float64]
+    lower: NDArray[np.float64]
+    upper: NDArray[np.float64]
+    bias: NDArray[np.float64]
+    kind: Kind
+    reason: str
+    level: float
+    runs: int = 0
+
+
+@dataclass(frozen=True)
+class BootstrapWorld:
+    """The bootstrap's truth (a release answering queries exactly on it) and a way to re-run the
+    mechanism on it once with a given generator (post-processing of public data)."""
+
+    truth: Release
+    replicate: Callable[[np.random.Generator], Release]
+
+
+# ------------------------------------------------------------------------------------------------
+# helpers the mechanism packages use to build their bootstrap worlds
+# ------------------------------------------------------------------------------------------------
+
+
+def integer_truth(values: NDArray[Any]) -> NDArray[np.int64]:
+    """Non-negative whole counts close to ``values``, keeping every prefix sum within 1/2.
+
+    Negative values become 0; then the running total is rounded (``rint(cumsum)``) and
+    differenced, so a run of cells holding 0.3 each becomes a spread of zeros and ones with the
+    same total (to +-1), rather than all zeros (plain rounding would erase thin densities).
+
+    >>> integer_truth(np.array([0.3, 0.3, 0.3, 0.3, -2.0, 4.6])).tolist()
+    [0, 1, 0, 0, 0, 5]
+    >>> integer_truth(np.array([[1.5, 2.5], [0.0, 3.0]])).tolist()
+    [[2, 2], [0, 3]]
+    """
+    arr = np.clip(np.asarray(values, dtype=np.float64), 0.0, None)
+    running = np.rint(np.cumsum(arr.ravel()))
+    out = np.diff(np.concatenate([[0.0], running])).astype(np.int64)
+    return out.reshape(arr.shape)
+
+
+def rebuild_mechanism(metadata: ReleaseMetadata) -> Any:
+    """The mechanism a release's manifest names, with its parameters (no data, no budget)."""
+    from dpcube import registry
+
+    try:
+        cls = registry.resolve(registry.MECHANISMS, metadata.mechanism, "mechanism")
+    except KeyError as exc:
+        raise ReleaseError(str(exc.args[0])) from None
+    params = dict(metadata.params)
+    for key in ("epsilon", "delta", "neighbour"):
+        params.pop(key, None)
+    kwargs: dict[str, Any] = {"epsilon": metadata.epsilon, "neighbour": metadata.neighbour}
+    if metadata.delta is not None:
+        kwargs["delta"] = metadata.delta
+    return cls(**kwargs, **params)
+
+
+def rerun(mechanism: Any, data: Any, rng: np.random.Generator) -> Release:
+    """One bootstrap replicate: ``mechanism`` on public ``data``, unaccounted, seeded by ``rng``.
+
+    ``account=False`` and a seeded generator: :func:`dpcube.privacy.accounting.charge_release`
+    opens no ledger (the data is the public release itself, so nothing is spent).
+    """
+    release: Release = mechanism.release(data, random_state=rng, account=False)
+    return release
+
+
+def _normal_quantile(level: float) -> float:
+    return NormalDist().inv_cdf(0.5 + level / 2.0)
+
+
+# ------------------------------------------------------------------------------------------------
+# the entry point
+# ------------------------------------------------------------------------------------------------
+
+
+def uncertainty_kind(release: Release) -> tuple[Kind, str]:
+    """Which estimate a release's answers get, and the one-line reason a user reads."""
+    if not release.metadata.for_publication and release.metadata.noiseless:
+        return "none", "noise switched off: these answers are exact for tests only"
+    if bool(getattr(release, "linear_unbiased", False)):
+        return "exact", "linear noise, unbiased estimate: exact noise sd"
+    if callable(getattr(release, "bootstrap_world", None)):
+        why = getattr(release, "bootstrap_reason", "the estimate is not linear in the noise")
+        return "bootstrap", f"{why}: parametric bootstrap from the release (no budget spent)"
+    return "none", (
+        f"no error estimate: a {release.kind!r} release of {release.metadata.mechanism!r} has "
+        "no exact variance and no bootstrap"
+    )
+
+
+def answer_uncertainty(
+    release: Release,
+    queries: Sequence[Mapping[str, Any]],
+    *,
+    level: float = 0.95,
+    runs: int | None = None,
+    seed: int | None = None,
+    method: str | None = None,
+) -> Uncertainty:
+    """The uncertainty of ``release``'s answers to ``queries`` (see the module docstring).
+
+    ``runs``: bootstrap replicates (default :data:`DEFAULT_RUNS`); ``seed``: seeds the replicates
+    (default: OS entropy); ``method``: ``"bootstrap"`` forces the bootstrap on a release that has
+    an exact variance too (tests compare the two), ``None`` picks by :func:`uncertainty_kind`.
+
+    >>> from dpcube import Histogram, Identity, Schema
+    >>> s = Schema.from_dict({"attributes": [{"name": "x", "kind": "ordinal", "range": [0, 3], "width": 1}]})
+    >>> r = Identity(1.0).release(Histogram(s, [10, 20, 30, 40]), random_state=0)
+    >>> u = answer_uncertainty(r, [{"x": [0, 1]}])
+    >>> u.kind, bool(np.allclose(u.stddev ** 2, r.variance_many([{"x": [0, 1]}])))
+    ('exact', True)
+    """
+    if not 0.0 < level < 1.0:
+        raise ReleaseError(f"level must be in (0, 1), got {level!r}")
+    if method not in (None, "exact", "bootstrap"):
+        raise ReleaseError(f"method must be 'exact' or 'bootstrap', got {method!r}")
+    answers = np.asarray(release.answer_many(queries), dtype=np.float64)
+    noise_sd = np.sqrt(np.asarray(release.variance_many(queries), dtype=np.float64))
+    kind, reason = uncertainty_kind(release)
+    if method == "bootstrap" and callable(getattr(release, "bootstrap_world", None)):
+        kind, reason = "bootstrap", "parametric bootstrap from the release (no budget spent)"
+    elif method is not None and method != kind:
+        raise ReleaseError(f"a {release.kind!r} release has no {method} error estimate ({reason})")
+    n = len(answers)
+    if kind == "exact":
+        z = _normal_quantile(level)
+        return Uncertainty(
+            answers, noise_sd, noise_sd, answers - z * noise_sd, answers + z * noise_sd,
+            np.zeros(n), "exact", reason, level,
+        )  # fmt: skip
+    if kind == "none":
+        nan = np.full(n, np.nan)
+        return Uncertainty(answers, nan, noise_sd, nan, nan, nan, "none", reason, level)
+    runs = DEFAULT_RUNS if runs is None else int(runs)
+    if runs < MIN_RUNS:
+        raise ReleaseError(f"runs must be at least {MIN_RUNS} for a bootstrap, got {runs}")
+    errors = bootstrap_errors(release, queries, runs=runs, seed=seed)
+    lo_q, hi_q = np.quantile(errors, [(1.0 - level) / 2.0, (1.0 + level) / 2.0], axis=0)
+    lower = np.maximum(answers - hi_q, 0.0)
+    upper = np.maximum(answers - lo_q, lower)
+    rms = np.sqrt(np.mean(errors**2, axis=0))
+    return Uncertainty(
+        answers, rms, noise_sd, lower, upper, errors.mean(axis=0), "bootstrap", reason, level, runs
+    )
+
+
+#: Replicates per release object, keyed by (runs, seed); freed with the release.
+_CACHE: weakref.WeakKeyDictionary[Release, dict[tuple[int, int | None], Any]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _replicates(release: Release, runs: int, seed: int | None) -> tuple[Release, list[Release]]:
+    per_release = _CACHE.setdefault(release, {})
+    key = (runs, seed)
+    if key not in per_release:
+        world: BootstrapWorld = release.bootstrap_world()  # type: ignore[attr-defined]
+        entropy = seed if seed is not None else int.from_bytes(os.urandom(16), "little")
+        rng = np.random.default_rng(entropy)
+        per_release[key] = (world.truth, [world.replicate(rng) for _ in range(runs)])
+    truth, reps = per_release[key]
+    return truth, reps
+
+
+def bootstrap_errors(
+    release: Release,
+    queries: Sequence[Mapping[str, Any]],
+    *,
+    runs: int = DEFAULT_RUNS,
+    seed: int | None = None,
+) -> NDArray[np.float64]:
+    """The (runs, q) bootstrap errors ``replicate answer - bootstrap-world truth``."""
+    truth, reps = _replicates(release, runs, seed)
+    target = np.asarray(truth.answer_many(queries), dtype=np.float64)
+    out = np.empty((len(reps), len(target)))
+    for b, rep in enumerate(reps):
+        out[b] = np.asarray(rep.answer_many(queries), dtype=np.float64) - target
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# printing: never a bare number for a release that has an uncertainty
+# ------------------------------------------------------------------------------------------------
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.6g}"
+
+
+def format_answer(answer: float, uncertainty: Uncertainty, i: int) -> str:
+    """One line for answer ``i``: the value with its interval, labelled for what it is.
+
+    >>> u = Uncertainty(np.array([5.0]), np.array([2.0]), np.array([2.0]), np.array([1.08]),
+    ...     np.array([8.92]), np.zeros(1), "exact", "linear noise", 0.95)
+    >>> format_answer(5.0, u, 0)
+    '5 (95% interval 1.08 .. 8.92; exact noise sd 2)'
+    >>> n = Uncertainty(np.array([5.0]), *[np.full(1, np.nan)] * 5, "none", "no error estimate: x", 0.95)
+    >>> format_answer(5.0, n, 0)
+    '5 (no error estimate: x)'
+    """
+    pct = f"{100 * uncertainty.level:g}%"
+    value = _fmt(float(answer))
+    if uncertainty.kind == "exact":
+        lo, hi, sd = (
+            float(a[i]) for a in (uncertainty.lower, uncertainty.upper, uncertainty.stddev)
+        )
+        return f"{value} ({pct} interval {_fmt(lo)} .. {_fmt(hi)}; exact noise sd {_fmt(sd)})"
+    if uncertainty.kind == "bootstrap":
+        lo, hi, sd = (
+            float(a[i]) for a in (uncertainty.lower, uncertainty.upper, uncertainty.stddev)
+        )
+        line = (
+            f"{value} ({pct} bootstrap interval {_fmt(lo)} .. {_fmt(hi)}; "
+            f"bootstrap error sd {_fmt(sd)}, {uncertainty.runs} runs"
+        )
+        noise = float(uncertainty.noise_sd[i])
+        if np.isfinite(noise):
+            line += f"; noise sd {_fmt(noise)}, noise only, not the error"
+        return line + ")"
+    reason = uncertainty.reason
+    if not reason.startswith("no error estimate"):
+        reason = f"no error estimate: {reason}"
+    return f"{value} ({reason})"
+
+
+__all__ = [
+    "DEFAULT_RUNS",
+    "BootstrapWorld",
+    "Uncertainty",
+    "answer_uncertainty",
+    "bootstrap_errors",
+    "format_answer",
+    "integer_truth",
+    "rebuild_mechanism",
+    "rerun",
+    "uncertainty_kind",
+]
