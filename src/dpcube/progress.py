@@ -13,22 +13,24 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TypeVar
-
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 _enabled = False
-_console = Console(stderr=True)
+
+
+def _console() -> Any:
+    """The stderr console (rich is imported on first use: ``dpcube query`` never needs it)."""
+    from rich.console import Console
+
+    global _console_instance
+    if _console_instance is None:
+        _console_instance = Console(stderr=True)
+    return _console_instance
+
+
+_console_instance: Any = None
 
 
 def enable(on: bool | None = None) -> None:
@@ -47,11 +49,13 @@ def step(description: str) -> Iterator[None]:
     if not _enabled:
         yield
         return
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
     with Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),
         TimeElapsedColumn(),
-        console=_console,
+        console=_console(),
         transient=True,
     ) as p:
         p.add_task(description, total=None)
@@ -65,13 +69,15 @@ def track(items: Iterable[T], description: str, total: int | None = None) -> Ite
         return
     if total is None and isinstance(items, Sequence):
         total = len(items)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
     )
-    with Progress(*columns, console=_console, transient=True) as p:
+    with Progress(*columns, console=_console(), transient=True) as p:
         task = p.add_task(description, total=total)
         for item in items:
             yield item

@@ -226,7 +226,9 @@ def _value_pair(value: Any, where: str) -> tuple[float, float]:
     else:
         lo = hi = _query_number(value, where)
     if lo > hi:
-        raise QueryError(f"{where}: range [{lo:g}, {hi:g}] is reversed; write it as [{hi:g}, {lo:g}]")
+        raise QueryError(
+            f"{where}: range [{lo:g}, {hi:g}] is reversed; write it as [{hi:g}, {lo:g}]"
+        )
     return lo, hi
 
 
@@ -320,9 +322,7 @@ class BinScale:
             return i, j
         inner_i = i if self._close(lo, self.edges[i]) else i + 1
         inner_j = j if self._close(hi, self.tops[j]) else j - 1
-        inside = (
-            f"{self.span(inner_i, inner_j)} (inside) or " if inner_i <= inner_j else ""
-        )
+        inside = f"{self.span(inner_i, inner_j)} (inside) or " if inner_i <= inner_j else ""
         raise QueryError(
             f"{where}: range {_fmt(lo)}..{_fmt(hi)} does not fall on bin edges; the nearest "
             f"ranges that do are {inside}{self.span(i, j)} (covering); or answer with the "

@@ -202,7 +202,11 @@ def sample_release(seed: int = 5, epsilon: float = 1.0) -> CellRelease:
     return r
 
 
-QUERIES: list[dict[str, Any]] = [{}, {"occ": "P"}, {"age": [3, 7], "loc": {"bins": [[0, 1], [2, 3]]}}]
+QUERIES: list[dict[str, Any]] = [
+    {},
+    {"occ": "P"},
+    {"age": [3, 7], "loc": {"bins": [[0, 1], [2, 3]]}},
+]
 
 
 def test_save_load_round_trip(tmp_path: Path) -> None:

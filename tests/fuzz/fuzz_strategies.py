@@ -305,7 +305,9 @@ def query_for(draw: st.DrawFn, schema: dict[str, Any]) -> tuple[dict[str, Any], 
             else:
                 lo = draw(st.integers(0, size - 1))
                 hi = draw(st.integers(lo, size - 1))
-                query[attr["name"]] = {"bins": [lo, hi]}  # bins by number (values: tests/foundation)
+                query[attr["name"]] = {
+                    "bins": [lo, hi]
+                }  # bins by number (values: tests/foundation)
         else:
             valid = False
             query[attr["name"]] = draw(

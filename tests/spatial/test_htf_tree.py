@@ -298,7 +298,7 @@ def test_t19_query_answering() -> None:
         rtol=1e-6,
         atol=1e-6,
     )
-    queries = [{"p": b.tolist()} for b in boxes[:20]]
+    queries = [{"p": {"bins": b.tolist()}} for b in boxes[:20]]
     np.testing.assert_allclose(noisy.answer_many(queries), noisy.answer_boxes(boxes[:20]))
     z = density((32, 32), noisy.rects, noisy.leaf_counts)
     assert z.sum() == pytest.approx(float(noisy.leaf_counts.sum()))

@@ -52,7 +52,7 @@ def test_t24_ug_beats_singular_on_uniform_data() -> None:
     truth = _truth(F, boxes)
     ug = UniformGrid(0.1).release(H, random_state=1).answer_boxes(boxes)
     single = Singular(0.1).release(H, random_state=1)
-    single_answers = single.answer_many([{"p": b.tolist()} for b in boxes])
+    single_answers = single.answer_many([{"p": {"bins": b.tolist()}} for b in boxes])
     assert relative_error(truth, ug).mean() < relative_error(truth, single_answers).mean()
 
 

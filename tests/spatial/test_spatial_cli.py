@@ -62,7 +62,7 @@ def test_release_htf_user_level_and_query(
     err = capsys.readouterr().err
     assert "NOT PRIVATE, DO NOT PUBLISH" in err and f'"points_dropped": {30 * 16}' not in err
     assert f"points_dropped={30 * 16}" in err
-    assert main(["query", str(tmp_path / "r"), "--where", "loc=0..7:0..15"]) == 0
+    assert main(["query", str(tmp_path / "r"), "--where", "loc=#0..7:0..15"]) == 0
     assert capsys.readouterr().out.strip()
     assert (
         main(

@@ -26,7 +26,10 @@ EXAMPLE_QUERIES: list[tuple[str, dict[str, object]]] = [
     ("women aged 18-64", {"sex": "F", "age": [18, 64]}),
     ("professionals in Cascadia", {"occupation": "Professional", "county": "Cascadia"}),
     ("doctors aged 30-39", {"occupation": "Doctor", "age": [30, 39]}),
-    ("income $150k+ in Aurora-Central", {"income": [150_000, 9_999_999], "county": "Aurora-Central"}),
+    (
+        "income $150k+ in Aurora-Central",
+        {"income": [150_000, 9_999_999], "county": "Aurora-Central"},
+    ),
     (
         "retired men in Deltana-Port",
         {"occupation": "Retired", "sex": "M", "county": "Deltana-Port"},

@@ -322,6 +322,100 @@ class Release(ABC):
     def stddev(self, query: Mapping[str, Any]) -> float:
         return float(np.sqrt(self.variance(query)))
 
+    # -- uncertainty and labelled tables (dpcube.release.uncertainty, dpcube.release.tables) ---
+    def uncertainty(
+        self,
+        queries: Sequence[Mapping[str, Any]],
+        *,
+        level: float = 0.95,
+        runs: int | None = None,
+        seed: int | None = None,
+    ) -> Any:
+        """The answers to ``queries`` with their error estimate and intervals at ``level``
+        (an :class:`dpcube.release.uncertainty.Uncertainty`: exact, bootstrap or none)."""
+        from dpcube.release.uncertainty import answer_uncertainty
+
+        return answer_uncertainty(self, queries, level=level, runs=runs, seed=seed)
+
+    def intervals(
+        self,
+        queries: Sequence[Mapping[str, Any]],
+        level: float = 0.95,
+        *,
+        runs: int | None = None,
+        seed: int | None = None,
+    ) -> NDArray[np.float64]:
+        """Intervals ``[lower, upper]`` at ``level`` for many queries: an array of shape (q, 2)
+        (NaN where the release has no error estimate; see :meth:`uncertainty`)."""
+        u = self.uncertainty(queries, level=level, runs=runs, seed=seed)
+        return np.stack([np.asarray(u.lower), np.asarray(u.upper)], axis=1).reshape(-1, 2)
+
+    def interval(
+        self,
+        query: Mapping[str, Any],
+        level: float = 0.95,
+        *,
+        runs: int | None = None,
+        seed: int | None = None,
+    ) -> tuple[float, float]:
+        """The interval ``(lower, upper)`` at ``level`` of the answer to ``query``."""
+        lower, upper = self.intervals([query], level, runs=runs, seed=seed)[0]
+        return float(lower), float(upper)
+
+    def table_cells(
+        self, attributes: Sequence[str] | None = None, where: Mapping[str, Any] | None = None
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """The rows of this release's labelled table: label columns and one query per row.
+
+        Default: every cell of the product of ``attributes`` (all of the schema's when None)
+        inside ``where`` (:func:`dpcube.release.tables.grid_cells`). Releases whose rows are
+        something else (spatial leaves, census regions x sizes) override it.
+        """
+        from dpcube.release.tables import grid_cells
+
+        if self.schema is None:
+            raise ReleaseError(f"a {self.kind!r} release has no schema to list its cells by")
+        return grid_cells(self.schema, attributes, where)
+
+    def to_arrow(
+        self,
+        level: float = 0.95,
+        *,
+        cuboid: Sequence[str] | str | None = None,
+        runs: int | None = None,
+        seed: int | None = None,
+    ) -> pa.Table:
+        """One row per released cell (leaf, cuboid cell, region x size) with its labels,
+        ``estimate``, ``stddev``, ``lower``, ``upper`` at ``level`` (see
+        :func:`dpcube.release.tables.labelled_table`)."""
+        from dpcube.release.tables import labelled_table
+
+        return labelled_table(self, level=level, cuboid=cuboid, runs=runs, seed=seed)
+
+    def to_pandas(
+        self,
+        level: float = 0.95,
+        *,
+        cuboid: Sequence[str] | str | None = None,
+        runs: int | None = None,
+        seed: int | None = None,
+    ) -> Any:
+        """:meth:`to_arrow` as a pandas DataFrame."""
+        return self.to_arrow(level, cuboid=cuboid, runs=runs, seed=seed).to_pandas()
+
+    def to_polars(
+        self,
+        level: float = 0.95,
+        *,
+        cuboid: Sequence[str] | str | None = None,
+        runs: int | None = None,
+        seed: int | None = None,
+    ) -> Any:
+        """:meth:`to_arrow` as a Polars DataFrame."""
+        import polars as pl
+
+        return pl.from_arrow(self.to_arrow(level, cuboid=cuboid, runs=runs, seed=seed))
+
     # -- persistence -------------------------------------------------------------------------
     @abstractmethod
     def tables(self) -> dict[str, pa.Table]:
@@ -455,11 +549,43 @@ def load_release(directory: str | os.PathLike[str]) -> Release:
                 f"table file {str(path)!r} does not match the SHA-256 in {where!r}: it was "
                 "modified or corrupted; do not use this release"
             )
-        tables[name] = pq.read_table(pa.BufferReader(data))
+        # ParquetFile rather than read_table: read_table imports pyarrow.dataset (and pandas).
+        tables[name] = pq.ParquetFile(pa.BufferReader(data)).read()
     schema = Schema.from_dict(manifest["schema"]) if manifest.get("schema") else None
     metadata = ReleaseMetadata.from_dict(manifest["metadata"])
     release: Release = cls.restore(schema, metadata, tables, manifest.get("state", {}))
     return release
+
+
+#: Arrow primitive type names whose numpy dtype has another name.
+_NUMPY_DTYPE = {"double": "float64", "float": "float32", "halffloat": "float16"}
+
+
+def column_numpy(table: pa.Table, column: str | int) -> NDArray[Any]:
+    """A numeric column of an Arrow table as a numpy array.
+
+    Read from the column's data buffer where it is a primitive type without nulls: pyarrow's own
+    ``to_numpy`` imports pandas (half a second of ``dpcube query``'s start-up).
+
+    >>> column_numpy(pa.table({"a": pa.array([1, 2, 3])}).slice(1), "a").tolist()
+    [2, 3]
+    """
+    array = table.column(column).combine_chunks()
+    name = str(array.type)
+    dtype = _NUMPY_DTYPE.get(name, name)
+    if (
+        array.null_count == 0
+        and (pa.types.is_integer(array.type) or pa.types.is_floating(array.type))
+        and len(array.buffers()) == 2
+    ):
+        np_dtype = np.dtype(dtype)
+        data = array.buffers()[1]
+        if data is None:
+            return np.zeros(0, dtype=np_dtype)
+        return np.frombuffer(
+            data, dtype=np_dtype, count=len(array), offset=array.offset * np_dtype.itemsize
+        ).copy()
+    return np.asarray(array.to_numpy(zero_copy_only=False))
 
 
 def box_sizes(boxes: NDArray[np.int64]) -> NDArray[np.int64]:
@@ -473,6 +599,7 @@ __all__ = [
     "ReleaseMetadata",
     "box_sizes",
     "check_output_directory",
+    "column_numpy",
     "load_release",
     "publication_warning",
     "write_atomic",

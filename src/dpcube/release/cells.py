@@ -11,7 +11,7 @@ import pyarrow as pa
 from numpy.typing import NDArray
 
 from dpcube.errors import ReleaseError
-from dpcube.release.base import Release, ReleaseMetadata
+from dpcube.release.base import Release, ReleaseMetadata, column_numpy
 from dpcube.release.variance import VarianceModel, load_variance_model
 from dpcube.schema import Schema
 
@@ -144,8 +144,8 @@ class CellRelease(Release):
         if schema is None:
             raise ReleaseError("a cell release needs its schema in the manifest")
         table = tables["cells"]
-        counts_col = table.column("count").to_numpy()
+        counts_col = column_numpy(table, "count")
         counts = np.zeros(schema.shape, dtype=counts_col.dtype)
-        index = tuple(table.column(i).to_numpy() for i in range(len(schema.shape)))
+        index = tuple(column_numpy(table, i) for i in range(len(schema.shape)))
         counts[index] = counts_col
         return cls(schema, metadata, counts, load_variance_model(state.get("variance_model")))

@@ -16,7 +16,7 @@ from numpy.typing import NDArray
 
 from dpcube.errors import QueryError
 from dpcube.mechanisms.census.hierarchy import RegionHierarchy
-from dpcube.release.base import Release, ReleaseMetadata
+from dpcube.release.base import Release, ReleaseMetadata, column_numpy
 
 if TYPE_CHECKING:
     from dpcube.release.uncertainty import BootstrapWorld
@@ -123,6 +123,34 @@ class CensusRelease(Release):
         )
         return BootstrapWorld(truth, lambda rng: rerun(mechanism, table, rng))
 
+    def table_cells(
+        self, attributes: Sequence[str] | None = None, where: Mapping[str, Any] | None = None
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """Rows region x size (``attributes`` a subset of ``("region", "size")``), inside
+        ``where``: labels ``region``, ``level`` (1 = the root) and ``size``, one query per row."""
+        names = ["region", "size"] if attributes is None else list(attributes)
+        unknown = [n for n in names if n not in ("region", "size")]
+        if unknown or len(set(names)) != len(names):
+            raise QueryError(f"a census release has rows by 'region' and 'size', got {names}")
+        where = dict(where or {})
+        r, lo, hi = self._box(where)
+        h = self.hierarchy
+        regions = list(range(h.size)) if "region" not in where else [r]
+        sizes = list(range(lo, hi + 1))
+        rows: list[dict[str, Any]] = [{}]
+        if "region" in names:
+            rows = [{**row, "region": h.names[i]} for row in rows for i in regions]
+        if "size" in names:
+            rows = [{**row, "size": s} for row in rows for s in sizes]
+        labels: dict[str, Any] = {}
+        if "region" in names:
+            labels["region"] = [row["region"] for row in rows]
+            level = {name: int(lv) for name, lv in zip(h.names, h.level, strict=True)}
+            labels["level"] = [level[row["region"]] for row in rows]
+        if "size" in names:
+            labels["size"] = [row["size"] for row in rows]
+        return labels, [{**where, **row} for row in rows]
+
     def tables(self) -> dict[str, pa.Table]:
         h, k = self.hierarchy, self.max_size
         counts = pa.table(
@@ -160,14 +188,12 @@ class CensusRelease(Release):
         reg = tables["regions"]
         h = RegionHierarchy(
             tuple(str(x) for x in reg.column("region").to_pylist()),
-            reg.column("parent").to_numpy().astype(np.int64),
-            reg.column("level").to_numpy().astype(np.int64),
+            column_numpy(reg, "parent").astype(np.int64),
+            column_numpy(reg, "level").astype(np.int64),
         )
         c = tables["counts"]
         values = np.zeros((h.size, int(state["max_size"])), dtype=np.int64)
-        values[c.column("region").to_numpy(), c.column("size").to_numpy() - 1] = c.column(
-            "count"
-        ).to_numpy()
+        values[column_numpy(c, "region"), column_numpy(c, "size") - 1] = column_numpy(c, "count")
         return cls(
             metadata,
             h,

@@ -24,7 +24,7 @@ from dpcube.errors import QueryError, ReleaseError
 from dpcube.mechanisms.datacube.consistency import l2_variance
 from dpcube.mechanisms.datacube.geometry import CubeGeometry
 from dpcube.mechanisms.datacube.lattice import bits, is_subset, shape
-from dpcube.release.base import Release, ReleaseMetadata
+from dpcube.release.base import Release, ReleaseMetadata, column_numpy
 from dpcube.release.cells import box_sums, prefix_sums
 from dpcube.schema import Schema
 
@@ -206,8 +206,8 @@ class CuboidRelease(Release):
         if schema is None:
             raise ReleaseError("a 'cuboids' release needs its schema in the manifest")
         table = tables["cuboids"]
-        ids = table.column("cuboid").to_numpy()
-        values = table.column("value").to_numpy()
+        ids = column_numpy(table, "cuboid")
+        values = column_numpy(table, "value")
         cuboids = {int(m): values[ids == m] for m in state["published"]}
         return cls(
             schema,

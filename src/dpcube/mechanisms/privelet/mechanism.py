@@ -403,7 +403,7 @@ class Privelet(PriveletPlus):
             {},
             {"g": "M"},
             {"p": {"bins": [[0, 0], [0, 1]]}},
-            {"g": [1, 2], "p": {"bins": [[1, 1], [1, 1]]}},
+            {"g": ["M", "X"], "p": {"bins": [[1, 1], [1, 1]]}},
         ]
         return [
             Case("privelet-mixed", mixed, lambda n: cls(1.0, neighbour=n), queries),

@@ -21,9 +21,9 @@ from numpy.typing import NDArray
 
 from dpcube.errors import ReleaseError
 from dpcube.mechanisms.spatial._common import grid_shape
-from dpcube.release.base import Release, ReleaseMetadata
+from dpcube.release.base import Release, ReleaseMetadata, column_numpy
 from dpcube.release.cells import box_sums, prefix_sums
-from dpcube.schema import Schema
+from dpcube.schema import Schema, Spatial
 
 if TYPE_CHECKING:
     from dpcube.release.uncertainty import BootstrapWorld
@@ -176,6 +176,42 @@ class LeafRelease(Release):
             out[i] = float(np.sum(self.variances * frac**2))
         return out
 
+    def table_cells(
+        self, attributes: Sequence[str] | None = None, where: Mapping[str, Any] | None = None
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """One row per leaf (its latitude/longitude bounds; the query of exactly its grid
+        cells), or with ``attributes``/``where`` the grid cells (:meth:`Release.table_cells`)."""
+        if attributes is not None or where:
+            return super().table_cells(attributes, where)
+        assert self.schema is not None
+        r0, r1, c0, c1 = (self.rects[:, i] for i in range(4))
+        labels: dict[str, Any] = {}
+        spatial = [a for a in self.schema.attributes if isinstance(a, Spatial)]
+        if spatial:
+            (attribute,) = spatial
+            lat, lon = (np.asarray(s.edges) for s in attribute.scales)
+            name = attribute.name
+            labels = {
+                f"{name}_lat_lo": lat[r0].tolist(),
+                f"{name}_lat_hi": lat[r1].tolist(),
+                f"{name}_lon_lo": lon[c0].tolist(),
+                f"{name}_lon_hi": lon[c1].tolist(),
+            }
+            queries = [
+                {name: {"bins": [[a, b - 1], [c, d - 1]]}} for a, b, c, d in self.rects.tolist()
+            ]
+            return labels, queries
+        rows, cols = self.schema.attributes  # two ordinal axes (grid_shape checked it)
+        for attribute, lo, hi in ((rows, r0, r1), (cols, c0, c1)):
+            edges = np.asarray(getattr(attribute, "edges", ()), dtype=np.float64)
+            labels[f"{attribute.name}_lo"] = edges[lo].tolist()
+            labels[f"{attribute.name}_hi"] = edges[hi].tolist()
+        queries = [
+            {rows.name: {"bins": [a, b - 1]}, cols.name: {"bins": [c, d - 1]}}
+            for a, b, c, d in self.rects.tolist()
+        ]
+        return labels, queries
+
     def tables(self) -> dict[str, pa.Table]:
         columns: dict[str, Any] = {
             name: pa.array(self.rects[:, i].astype(np.int32))
@@ -200,7 +236,7 @@ class LeafRelease(Release):
             raise ReleaseError("a spatial leaf release needs its schema in the manifest")
         t = tables["leaves"]
         rects = np.stack(
-            [t.column(n).to_numpy().astype(np.int64) for n in ("row0", "row1", "col0", "col1")],
+            [column_numpy(t, n).astype(np.int64) for n in ("row0", "row1", "col0", "col1")],
             axis=1,
         )
         names = t.column_names
@@ -208,9 +244,9 @@ class LeafRelease(Release):
             schema,
             metadata,
             rects,
-            t.column("count").to_numpy(),
-            t.column("variance").to_numpy() if "variance" in names else None,
-            t.column("path_epsilon").to_numpy() if "path_epsilon" in names else None,
+            column_numpy(t, "count"),
+            column_numpy(t, "variance") if "variance" in names else None,
+            column_numpy(t, "path_epsilon") if "path_epsilon" in names else None,
         )
 
     def report_lines(self) -> list[str]:

@@ -1,0 +1,207 @@
+"""Labelled tables out of a release (issue #13 part 1): one row per released cell, leaf, cuboid
+cell or region x size, with the attribute values as the user wrote them and the error.
+
+Columns, per attribute of the row's cell:
+
+- ordinal ``a``: ``a`` (the bin's label: the value for width-1 bins of whole numbers, else
+  ``[lo, hi)``), ``a_lo`` and ``a_hi`` (the bin's edges, ``lo`` inclusive, ``hi`` exclusive);
+- nominal ``a``: ``a`` (the category);
+- spatial ``a``: ``a_lat_lo``, ``a_lat_hi``, ``a_lon_lo``, ``a_lon_hi`` (the cell's or leaf's
+  bounds in degrees);
+
+then ``estimate`` (the release's answer for that row), ``stddev`` (the answer's error sd: the
+exact noise sd, or the bootstrap error), ``lower`` and ``upper`` (the interval at ``level``),
+``level``; and, where the error is not exact, ``noise_sd`` and ``error_kind`` ("bootstrap" or
+"none"). The uncertainty is :func:`dpcube.release.uncertainty.answer_uncertainty`'s; the table's
+Arrow metadata (key ``dpcube``) records the release id, kind, level, error kind and its reason.
+
+A data-cube release gives one table per published cuboid (``cuboid=("sex", "income")``): the
+rows are that cuboid's cells, each estimate the release's answer to that cell (for a consistent
+release, the cuboid's released value).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from dpcube.errors import DomainTooLargeError, QueryError
+from dpcube.schema import Nominal, Ordinal, Schema, Spatial, default_max_cells
+
+#: The key of the Arrow schema metadata that marks a table dpcube wrote.
+METADATA_KEY = b"dpcube"
+
+
+def attribute_columns(attribute: Any, index: Sequence[Any]) -> dict[str, Any]:
+    """Label columns of ``attribute`` for rows whose bins are ``index`` (one int array per axis).
+
+    >>> s = Schema.from_dict({"attributes": [
+    ...     {"name": "inc", "kind": "ordinal", "edges": [0, 10, 50]}]})
+    >>> attribute_columns(s["inc"], [np.array([0, 1])])
+    {'inc': ['[0, 10)', '[10, 50)'], 'inc_lo': [0.0, 10.0], 'inc_hi': [10.0, 50.0]}
+    """
+    name = attribute.name
+    if isinstance(attribute, Ordinal):
+        i = np.asarray(index[0], dtype=np.int64)
+        edges = np.asarray(attribute.edges, dtype=np.float64)
+        labels = np.asarray(attribute.labels, dtype=object)
+        return {
+            name: labels[i].tolist(),
+            f"{name}_lo": edges[i].tolist(),
+            f"{name}_hi": edges[i + 1].tolist(),
+        }
+    if isinstance(attribute, Nominal):
+        cats = np.asarray(attribute.categories, dtype=object)
+        return {name: cats[np.asarray(index[0], dtype=np.int64)].tolist()}
+    assert isinstance(attribute, Spatial)
+    lat, lon = (np.asarray(s.edges, dtype=np.float64) for s in attribute.scales)
+    rows, cols = (np.asarray(x, dtype=np.int64) for x in index)
+    return {
+        f"{name}_lat_lo": lat[rows].tolist(),
+        f"{name}_lat_hi": lat[rows + 1].tolist(),
+        f"{name}_lon_lo": lon[cols].tolist(),
+        f"{name}_lon_hi": lon[cols + 1].tolist(),
+    }
+
+
+def grid_cells(
+    schema: Schema,
+    attributes: Sequence[str] | None = None,
+    where: Mapping[str, Any] | None = None,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Every cell of the product of ``attributes`` (default: all) inside ``where``: the label
+    columns and one query per cell (``where`` and the cell's bins by number).
+
+    >>> s = Schema.from_dict({"attributes": [
+    ...     {"name": "sex", "kind": "nominal", "categories": ["F", "M"]},
+    ...     {"name": "age", "kind": "ordinal", "range": [0, 2], "width": 1}]})
+    >>> labels, queries = grid_cells(s, ["sex"], {"age": [1, 2]})
+    >>> labels, queries[1]
+    ({'sex': ['F', 'M']}, {'age': [1, 2], 'sex': {'bins': [1, 1]}})
+    """
+    names = list(schema.names if attributes is None else attributes)
+    for name in names:
+        schema[name]  # unknown names: one clear error
+    if len(set(names)) != len(names):
+        raise QueryError(f"attributes {names} repeat a name")
+    where = dict(where or {})
+    box = schema.box(where)
+    axes: list[tuple[int, int]] = []
+    for name in names:
+        axes.extend(box[schema.axis_slice(name)])
+    count = math.prod(hi - lo + 1 for lo, hi in axes)
+    if count > default_max_cells():
+        raise DomainTooLargeError(
+            f"a table of {count:,} rows is more than the {default_max_cells():,} cells that may be "
+            "materialised; group by fewer attributes or constrain them with --where"
+        )
+    index = (
+        [
+            (grid.ravel() + lo)
+            for grid, (lo, _) in zip(
+                np.indices([hi - lo + 1 for lo, hi in axes]), axes, strict=True
+            )
+        ]
+        if axes
+        else []
+    )
+    labels: dict[str, Any] = {}
+    position = 0
+    constraints: list[list[Any]] = []
+    for name in names:
+        attribute = schema[name]
+        width = len(attribute.shape)
+        own = index[position : position + width]
+        position += width
+        labels.update(attribute_columns(attribute, own))
+        if width == 1:
+            constraints.append([{"bins": [int(i), int(i)]} for i in own[0].tolist()])
+        else:
+            constraints.append(
+                [
+                    {"bins": [[int(r), int(r)], [int(c), int(c)]]}
+                    for r, c in zip(own[0].tolist(), own[1].tolist(), strict=True)
+                ]
+            )
+    queries = [
+        {**where, **{name: c[k] for name, c in zip(names, constraints, strict=True)}}
+        for k in range(count)
+    ]
+    return labels, queries
+
+
+def _cuboid_names(release: Any, cuboid: Sequence[str] | str | None) -> list[str] | None:
+    if cuboid is None:
+        return None
+    return [cuboid] if isinstance(cuboid, str) else list(cuboid)
+
+
+def labelled_table(
+    release: Any,
+    *,
+    level: float = 0.95,
+    cuboid: Sequence[str] | str | None = None,
+    runs: int | None = None,
+    seed: int | None = None,
+    where: Mapping[str, Any] | None = None,
+) -> pa.Table:
+    """The release's labelled table (see the module docstring).
+
+    ``cuboid``: the attributes of one published cuboid of a data-cube release (required there
+    when more than one cuboid was published); refused for other releases, whose rows are their
+    own cells. ``where`` restricts the rows (and constrains the other attributes).
+    """
+    names = _cuboid_names(release, cuboid)
+    if release.kind == "cuboids":
+        published = release.published
+        if names is None:
+            if len(published) != 1:
+                listed = "; ".join(",".join(c) or "()" for c in published)
+                raise QueryError(
+                    f"a data-cube release has one table per published cuboid; name one with "
+                    f"cuboid=(...) / --cuboid a,b (published: {listed})"
+                )
+            names = list(published[0])
+        release._published_mask(names)  # an unpublished cuboid: the error lists what was
+    elif names is not None:
+        raise QueryError(
+            f"cuboid= applies to data-cube releases; this is a {release.kind!r} release"
+        )
+    labels, queries = release.table_cells(names, where)
+    u = release.uncertainty(queries, level=level, runs=runs, seed=seed)
+    columns: dict[str, Any] = {k: pa.array(v) for k, v in labels.items()}
+    n = len(queries)
+    columns["estimate"] = pa.array(np.asarray(u.answers, dtype=np.float64))
+    columns["stddev"] = pa.array(np.asarray(u.stddev, dtype=np.float64))
+    columns["lower"] = pa.array(np.asarray(u.lower, dtype=np.float64))
+    columns["upper"] = pa.array(np.asarray(u.upper, dtype=np.float64))
+    columns["level"] = pa.array(np.full(n, float(level)))
+    if u.kind != "exact":
+        columns["noise_sd"] = pa.array(np.asarray(u.noise_sd, dtype=np.float64))
+        columns["error_kind"] = pa.array([u.kind] * n, pa.string())
+    info = {
+        "release_id": release.metadata.release_id,
+        "kind": release.kind,
+        "mechanism": release.metadata.mechanism,
+        "for_publication": release.metadata.for_publication,
+        "level": float(level),
+        "error_kind": u.kind,
+        "error_reason": u.reason,
+        "cuboid": names if release.kind == "cuboids" else None,
+    }
+    return pa.table(columns).replace_schema_metadata({METADATA_KEY: json.dumps(info).encode()})
+
+
+def table_info(table: pa.Table) -> dict[str, Any]:
+    """What :func:`labelled_table` recorded in a table's metadata ({} for a foreign table)."""
+    meta = table.schema.metadata or {}
+    raw = meta.get(METADATA_KEY)
+    return json.loads(raw) if raw else {}
+
+
+__all__ = ["METADATA_KEY", "attribute_columns", "grid_cells", "labelled_table", "table_info"]
