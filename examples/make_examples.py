@@ -124,8 +124,7 @@ def cps_like(rng: np.random.Generator, households: int = 400) -> str:
             age = int(rng.integers(0, 86))
             sex = int(rng.integers(1, 3))
             lines.append(
-                f"P2022{serial:05d}{pernum:02d}{weight * 10:014d}{cpsid:014d}"
-                f"{age:02d}{sex:1d}100"
+                f"P2022{serial:05d}{pernum:02d}{weight * 10:014d}{cpsid:014d}{age:02d}{sex:1d}100"
             )
     return "\n".join(lines) + "\n"
 

@@ -303,7 +303,7 @@ class BinScale:
         """
         n = len(self.tops)
         first, last = self.edges[0], self.tops[-1]
-        if lo < first and not self._close(lo, first) or hi > last and not self._close(hi, last):
+        if (lo < first and not self._close(lo, first)) or (hi > last and not self._close(hi, last)):
             raise QueryError(
                 f"{where}: range {_fmt(lo)}..{_fmt(hi)} is not inside the domain "
                 f"{_fmt(first)}..{_fmt(last)}"
