@@ -163,12 +163,20 @@ def run_command(line: str, cwd: Path) -> tuple[int, str]:
     return done.returncode, done.stdout + done.stderr
 
 
-def run_page(path: Path, cwd: Path) -> None:
-    """Run every runnable block of ``path`` in ``cwd``; raise AssertionError on the first failure."""
+def run_page(
+    path: Path, cwd: Path, substitutions: dict[str, str] | None = None
+) -> dict[str, object]:
+    """Run every runnable block of ``path`` in ``cwd``; raise AssertionError on the first failure.
+
+    ``substitutions`` replaces text in the blocks before they run (a test points a page at
+    another file); returns the namespace of the page's Python blocks.
+    """
     namespace: dict[str, object] = {"__name__": "__doc_example__"}
     for block in blocks(path.read_text()):
         if not block.runs:
             continue
+        for old, new in (substitutions or {}).items():
+            block = Block(block.kind, block.skip, block.text.replace(old, new), block.line)
         where = f"{path.name}:{block.line}"
         if block.kind == "python":
             buffer = io.StringIO()
@@ -189,3 +197,4 @@ def run_page(path: Path, cwd: Path) -> None:
                 f"{where}: `{command.line}` no longer prints {lost} (numbers aside); it printed:\n"
                 f"{printed}"
             )
+    return namespace
