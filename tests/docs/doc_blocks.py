@@ -6,7 +6,7 @@ The convention (documented in docs/tutorials/README.md):
   ``$ `` (a line ending in ``\\`` continues on the next); the other lines are the output the
   command prints. Every command must exit 0, and every output line shown must begin a line the
   command printed, numbers aside (each number matches any number: the noise differs run to run).
-  A line ``...`` stands for lines not shown;
+  A line ``...`` stands for lines not shown, and ``...`` within a line for any text there;
 - a fenced block marked ```` ```python ```` is run; the Python blocks of one page share one
   namespace, in page order, interleaved with its console blocks;
 - ```` ```console skip ```` or ```` ```python skip ```` marks a block that is shown but not run
@@ -29,7 +29,7 @@ from pathlib import Path
 
 RUN_KINDS = ("console", "python")
 _FENCE = re.compile(r"^(\s*)```(\S*)\s*(.*)$")
-_NUMBER = re.compile(r"[-+]?(?:\d[\d,]*(?:\.\d*)?|\.\d+)(?:e[-+]?\d+)?")
+_NUMBER = re.compile(r"(?<!\w)[-+]?(?:\d[\d,]*(?:\.\d*)?|\.\d+)(?:e[-+]?\d+)?")
 _OPERATORS = set("();<>|&")
 
 
@@ -130,18 +130,26 @@ def normalise(line: str) -> str:
 
 
 def missing_lines(shown: tuple[str, ...], printed: str) -> list[str]:
-    """The shown output lines that begin no printed line (numbers aside; ``...`` skipped): a
-    command may print more than the page shows (a later column, a note), never something else.
+    """The shown output lines that begin no printed line (numbers aside): a command may print more
+    than the page shows (a later column, a note), never something else. A line ``...`` is
+    skipped; ``...`` inside a line matches anything there (an identifier, a path).
 
     >>> missing_lines(("answer 12", "..."), "answer 3.5 (more)\\nnote\\n")
     []
     >>> missing_lines(("gone",), "answer 3\\n")
     ['gone']
+    >>> missing_lines(("id: data-... (new)", "path: ..."), "id: data-9f3 (new)\\npath:\\n")
+    []
     """
     got = [normalise(line) for line in printed.splitlines()]
-    return [
-        s for s in shown if s.strip() != "..." and not any(g.startswith(normalise(s)) for g in got)
-    ]
+    lost = []
+    for line in shown:
+        if line.strip() == "...":
+            continue
+        pattern = re.escape(normalise(line)).replace(r"\ \.\.\.", ".*").replace(r"\.\.\.", ".*")
+        if not any(re.match(pattern, g) for g in got):
+            lost.append(line)
+    return lost
 
 
 def run_command(line: str, cwd: Path) -> tuple[int, str]:
