@@ -471,3 +471,30 @@ def test_clip_policy_matches_the_histogram_engine() -> None:
         release.cuboid(["age", "k"]), histogram(frame, schema, on_out_of_domain="clip").counts
     )
     assert release.curator_log["clipped"] == {"age": 2} and release.curator_log["counted"] == 5
+
+
+def test_cube_source_out_of_domain_counts_every_cause_and_hides_values(tmp_path: Path) -> None:
+    """Issue #13 part 6 on the GROUPING SETS path: every cause of every column is counted, the
+    distinct rows concerned are totalled, and raw values appear only with show_values."""
+    frame = pd.DataFrame({"age": [5, 200, 300, -4, 7, 8], "city": ["a", "a", "zz", "b", None, "b"]})
+    schema = Schema.from_dict(
+        {
+            "attributes": [
+                {"name": "age", "kind": "ordinal", "range": [0, 99], "width": 1},
+                {"name": "city", "kind": "nominal", "categories": ["a", "b"]},
+            ]
+        }
+    )
+    path = tmp_path / "rows.csv"
+    frame.to_csv(path, index=False)
+    with pytest.raises(DataError) as info:
+        DataCube(1.0).release(CubeSource(str(path), schema), random_state=NO_NOISE)
+    message = str(info.value)
+    assert message.startswith("4 of 6 rows cannot be counted: ")  # rows 1-4; row 2 has two causes
+    assert "3 rows are outside the domain (1 below the range, 2 above the range)" in message
+    assert "2 rows are outside the domain or NULL (1 not a known category, 1 NULL)" in message
+    assert not any(v in message for v in ("200", "300", "-4", "zz"))
+    with pytest.raises(DataError, match=r"above the range: 200 \(1 rows\), 300 \(1 rows\)"):
+        DataCube(1.0).release(
+            CubeSource(str(path), schema, show_values=True), random_state=NO_NOISE
+        )
