@@ -65,7 +65,7 @@ def main() -> None:
             loop = 1000 / (time.perf_counter() - t)
             leaves = len(release.rects)
         else:
-            queries = [{"p": b.tolist()} for b in boxes]
+            queries = [{"p": {"bins": b.tolist()}} for b in boxes]
             t = time.perf_counter()
             release.answer_many(queries)
             qps = len(boxes) / (time.perf_counter() - t)

@@ -327,7 +327,8 @@ class BinScale:
             f"{where}: range {_fmt(lo)}..{_fmt(hi)} does not fall on bin edges; the nearest "
             f"ranges that do are {inside}{self.span(i, j)} (covering); or answer with the "
             "overlapping bins (CLI --overlapping; Python {'values': [lo, hi], 'overlapping': "
-            "True}), or name bins by number (CLI #i..j; Python {'bins': [i, j]})"
+            "True}, for a box 'overlapping': True beside 'lat'/'lon'), or name bins by number "
+            "(CLI #i..j; Python {'bins': ...})"
         )
 
 

@@ -250,22 +250,71 @@ def cmd_release(args: argparse.Namespace) -> int:
 # -- query ------------------------------------------------------------------------------------
 
 
+def _overlapping_query(release: Any, query: dict[str, Any]) -> dict[str, Any]:
+    if release.schema is None:
+        raise UsageError(
+            f"--overlapping applies to releases with a schema; a {release.kind!r} release has "
+            "none (its values are whole numbers)"
+        )
+    result: dict[str, Any] = release.schema.with_overlapping(query)
+    return result
+
+
 def cmd_query(args: argparse.Namespace) -> int:
+    """One answer with its interval (or a table with ``--group-by``), never a bare number where
+    the release has an error estimate."""
+    from dpcube.cli.export import check_level, format_table, split_names, table_json
     from dpcube.release.base import load_release, publication_warning
 
+    level = check_level(args.level)
     release = load_release(args.release)
     query = parse_where(args.where)
-    answer = release.answer(query)
-    stddev = release.stddev(query)
+    if args.overlapping:
+        query = _overlapping_query(release, query)
+    covered = release.schema.coverage(query) if args.overlapping and release.schema else {}
+    if args.group_by is not None:
+        from dpcube.release.tables import rows_from_cells
+
+        names = split_names(args.group_by, "--group-by")
+        labels, queries = release.table_cells(names, query)
+        table = rows_from_cells(release, labels, queries, level=level)
+        if args.json:
+            print(json.dumps({**table_json(table), "covered": covered}))
+        else:
+            print(format_table(table))
+    else:
+        from dpcube.release.uncertainty import format_answer
+
+        u = release.uncertainty([query], level=level)
+        answer = float(u.answers[0])
+        if args.json:
+            result = {
+                "answer": answer,
+                "lower": _json_number(u.lower[0]),
+                "upper": _json_number(u.upper[0]),
+                "level": level,
+                "stddev": _json_number(u.stddev[0]),
+                "noise_sd": _json_number(u.noise_sd[0]),
+                "error_kind": u.kind,
+                "error_reason": u.reason,
+            }
+            if covered:
+                result["covered"] = covered
+            print(json.dumps(result))
+        else:
+            print(format_answer(answer, u, 0))
+    if covered and not args.json:
+        parts = ", ".join(f"{k}={v}" for k, v in covered.items())
+        print(f"note: --overlapping: answered over the bins that cover {parts}", file=sys.stderr)
     warning = publication_warning(release.metadata)
     if warning:  # after the answer, so that a refused query stays one error line
         print(warning, file=sys.stderr)
-    if args.json:
-        print(json.dumps({"answer": answer, "stddev": None if stddev != stddev else stddev}))
-    else:
-        err = "" if stddev != stddev else f" ± {stddev:.4g} (1 standard deviation)"
-        print(f"{answer:.6g}{err}")
     return 0
+
+
+def _json_number(x: Any) -> float | None:
+    value = float(x)
+    return value if value == value and abs(value) != float("inf") else None
 
 
 # -- budget -----------------------------------------------------------------------------------
@@ -408,6 +457,18 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("release", help="release directory")
     p.add_argument(
         "--where", default="", help='JSON, or "age=18..64, sex=F, occupation=Professional"'
+    )
+    p.add_argument(
+        "--group-by",
+        default=None,
+        metavar="A,B",
+        help="print a table: one row per combination of these attributes' bins (inside --where)",
+    )
+    p.add_argument("--level", type=float, default=0.95, help="confidence level of the interval")
+    p.add_argument(
+        "--overlapping",
+        action="store_true",
+        help="answer value ranges off the bin edges with the bins they overlap (and say so)",
     )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_query)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -173,17 +174,55 @@ def labelled_table(
             f"cuboid= applies to data-cube releases; this is a {release.kind!r} release"
         )
     labels, queries = release.table_cells(names, where)
+    return table_from_cells(
+        release, labels, queries, level=level, runs=runs, seed=seed, cuboid=names
+    )
+
+
+@dataclass
+class LabelledRows:
+    """A labelled table as plain columns (lists) and what it is (``info``); :meth:`to_arrow`
+    makes the Arrow table. Kept apart from Arrow so that ``dpcube query --group-by`` prints a
+    table without importing pandas (which building any Arrow array does)."""
+
+    columns: dict[str, list[Any]]
+    info: dict[str, Any]
+
+    @property
+    def num_rows(self) -> int:
+        return len(next(iter(self.columns.values()), []))
+
+    def to_arrow(self) -> pa.Table:
+        table = pa.table({k: pa.array(v) for k, v in self.columns.items()})
+        return table.replace_schema_metadata({METADATA_KEY: json.dumps(self.info).encode()})
+
+
+def rows_from_cells(
+    release: Any,
+    labels: Mapping[str, Any],
+    queries: Sequence[Mapping[str, Any]],
+    *,
+    level: float = 0.95,
+    runs: int | None = None,
+    seed: int | None = None,
+    cuboid: Sequence[str] | None = None,
+) -> LabelledRows:
+    """The labelled rows given by their label columns and queries (one per row)."""
     u = release.uncertainty(queries, level=level, runs=runs, seed=seed)
-    columns: dict[str, Any] = {k: pa.array(v) for k, v in labels.items()}
+    columns: dict[str, list[Any]] = {k: list(v) for k, v in labels.items()}
     n = len(queries)
-    columns["estimate"] = pa.array(np.asarray(u.answers, dtype=np.float64))
-    columns["stddev"] = pa.array(np.asarray(u.stddev, dtype=np.float64))
-    columns["lower"] = pa.array(np.asarray(u.lower, dtype=np.float64))
-    columns["upper"] = pa.array(np.asarray(u.upper, dtype=np.float64))
-    columns["level"] = pa.array(np.full(n, float(level)))
+
+    def floats(values: Any) -> list[float]:
+        return [float(x) for x in np.asarray(values, dtype=np.float64).tolist()]
+
+    columns["estimate"] = floats(u.answers)
+    columns["stddev"] = floats(u.stddev)
+    columns["lower"] = floats(u.lower)
+    columns["upper"] = floats(u.upper)
+    columns["level"] = [float(level)] * n
     if u.kind != "exact":
-        columns["noise_sd"] = pa.array(np.asarray(u.noise_sd, dtype=np.float64))
-        columns["error_kind"] = pa.array([u.kind] * n, pa.string())
+        columns["noise_sd"] = floats(u.noise_sd)
+        columns["error_kind"] = [str(u.kind)] * n
     info = {
         "release_id": release.metadata.release_id,
         "kind": release.kind,
@@ -192,9 +231,25 @@ def labelled_table(
         "level": float(level),
         "error_kind": u.kind,
         "error_reason": u.reason,
-        "cuboid": names if release.kind == "cuboids" else None,
+        "cuboid": list(cuboid) if cuboid is not None and release.kind == "cuboids" else None,
     }
-    return pa.table(columns).replace_schema_metadata({METADATA_KEY: json.dumps(info).encode()})
+    return LabelledRows(columns, info)
+
+
+def table_from_cells(
+    release: Any,
+    labels: Mapping[str, Any],
+    queries: Sequence[Mapping[str, Any]],
+    *,
+    level: float = 0.95,
+    runs: int | None = None,
+    seed: int | None = None,
+    cuboid: Sequence[str] | None = None,
+) -> pa.Table:
+    """:func:`rows_from_cells` as an Arrow table (its ``info`` in the metadata key ``dpcube``)."""
+    return rows_from_cells(
+        release, labels, queries, level=level, runs=runs, seed=seed, cuboid=cuboid
+    ).to_arrow()
 
 
 def table_info(table: pa.Table) -> dict[str, Any]:
@@ -204,4 +259,13 @@ def table_info(table: pa.Table) -> dict[str, Any]:
     return json.loads(raw) if raw else {}
 
 
-__all__ = ["METADATA_KEY", "attribute_columns", "grid_cells", "labelled_table", "table_info"]
+__all__ = [
+    "METADATA_KEY",
+    "LabelledRows",
+    "attribute_columns",
+    "grid_cells",
+    "labelled_table",
+    "rows_from_cells",
+    "table_from_cells",
+    "table_info",
+]

@@ -197,15 +197,15 @@ class LeafRelease(Release):
                 f"{name}_lon_lo": lon[c0].tolist(),
                 f"{name}_lon_hi": lon[c1].tolist(),
             }
-            queries = [
+            queries: list[dict[str, Any]] = [
                 {name: {"bins": [[a, b - 1], [c, d - 1]]}} for a, b, c, d in self.rects.tolist()
             ]
             return labels, queries
         rows, cols = self.schema.attributes  # two ordinal axes (grid_shape checked it)
-        for attribute, lo, hi in ((rows, r0, r1), (cols, c0, c1)):
-            edges = np.asarray(getattr(attribute, "edges", ()), dtype=np.float64)
-            labels[f"{attribute.name}_lo"] = edges[lo].tolist()
-            labels[f"{attribute.name}_hi"] = edges[hi].tolist()
+        for axis, lo, hi in ((rows, r0, r1), (cols, c0, c1)):
+            edges = np.asarray(getattr(axis, "edges", ()), dtype=np.float64)
+            labels[f"{axis.name}_lo"] = edges[lo].tolist()
+            labels[f"{axis.name}_hi"] = edges[hi].tolist()
         queries = [
             {rows.name: {"bins": [a, b - 1]}, cols.name: {"bins": [c, d - 1]}}
             for a, b, c, d in self.rects.tolist()

@@ -1,0 +1,275 @@
+"""``dpcube export`` (labelled tables to CSV or Parquet) and the table printing of ``dpcube query
+--group-by``.
+
+``dpcube export REL --format csv|parquet [--out FILE] [--level L] [--cuboid a,b] [--where ...]``
+writes the release's labelled table (:func:`dpcube.release.tables.labelled_table`): to ``--out``
+(atomically, :func:`dpcube.release.base.write_atomic`), or for CSV without ``--out`` to stdout.
+A data-cube release without ``--cuboid`` writes one file per published cuboid into the directory
+``--out``. An existing file is replaced only with ``--overwrite`` and only when dpcube wrote it
+(:func:`written_by_dpcube`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from dpcube.errors import UsageError
+
+FORMATS = ("csv", "parquet")
+#: The columns every exported table ends with: how a CSV that dpcube wrote is recognised.
+ERROR_COLUMNS = ("estimate", "stddev", "lower", "upper", "level")
+
+
+def check_level(level: float) -> float:
+    """A confidence level strictly between 0 and 1 (``--level``)."""
+    if not 0.0 < level < 1.0 or math.isnan(level):
+        raise UsageError(
+            f"--level must be a confidence level between 0 and 1 (e.g. 0.95), got {level}"
+        )
+    return level
+
+
+def split_names(text: str, option: str) -> list[str]:
+    """``"sex,income"`` as names; an empty name is an error naming ``option``.
+
+    >>> split_names("sex, income", "--group-by")
+    ['sex', 'income']
+    """
+    names = [n.strip() for n in text.split(",")]
+    if not text.strip() or any(not n for n in names):
+        raise UsageError(f"{option} expects attribute names separated by commas, got {text!r}")
+    return names
+
+
+def _plain(value: Any) -> Any:
+    """A JSON value: NaN and infinities become null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def table_json(rows: Any) -> dict[str, Any]:
+    """Labelled rows (:class:`dpcube.release.tables.LabelledRows`) as ``{"level",
+    "error_kind", "error_reason", "cuboid", "rows": [...]}``."""
+    info = rows.info
+    names = list(rows.columns)
+    listed = [{n: _plain(rows.columns[n][i]) for n in names} for i in range(rows.num_rows)]
+    return {
+        "level": info.get("level"),
+        "error_kind": info.get("error_kind"),
+        "error_reason": info.get("error_reason"),
+        "cuboid": info.get("cuboid"),
+        "rows": listed,
+    }
+
+
+def format_table(rows: Any) -> str:
+    """Labelled rows as aligned text: the labels, the estimate and its interval."""
+    info = rows.info
+    columns = rows.columns
+    hidden = {"level", "noise_sd", "error_kind", "stddev"}
+    names = [
+        n
+        for n in columns
+        if n not in hidden and not (n.endswith(("_lo", "_hi")) and n[:-3] in columns)
+    ]
+
+    def cell(value: Any) -> str:
+        if isinstance(value, float):
+            return "nan" if math.isnan(value) else f"{value:.6g}"
+        return str(value)
+
+    body = [[cell(columns[n][i]) for n in names] for i in range(rows.num_rows)]
+    widths = [max([len(n), *(len(r[k]) for r in body)]) for k, n in enumerate(names)]
+    lines = ["  ".join(n.ljust(w) for n, w in zip(names, widths, strict=True)).rstrip()]
+    lines += ["  ".join(v.rjust(w) for v, w in zip(r, widths, strict=True)) for r in body]
+    level = float(info.get("level") or 0.0)
+    kind = info.get("error_kind")
+    if kind == "exact":
+        lines.append(f"lower/upper: {100 * level:g}% interval (exact noise sd)")
+    elif kind == "bootstrap":
+        lines.append(
+            f"lower/upper: {100 * level:g}% bootstrap interval ({info.get('error_reason')})"
+        )
+    else:
+        lines.append(f"no error estimate: {info.get('error_reason')}")
+    return "\n".join(lines)
+
+
+def written_by_dpcube(path: Path, fmt: str) -> bool:
+    """Whether ``path`` is a table ``dpcube export`` wrote: a Parquet file with dpcube's metadata,
+    or a CSV whose header ends with dpcube's error columns (``estimate,...,level``)."""
+    try:
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            from dpcube.release.tables import METADATA_KEY
+
+            return METADATA_KEY in (pq.read_schema(path).metadata or {})
+        with path.open("rb") as f:
+            header = f.readline().decode("utf-8", "replace").strip()
+    except Exception:  # unreadable or not Parquet: not ours
+        return False
+    names = [n.strip().strip('"') for n in header.split(",")]
+    return (
+        tuple(names[-len(ERROR_COLUMNS) :]) == ERROR_COLUMNS
+        or tuple(names[-len(ERROR_COLUMNS) - 2 : -2]) == ERROR_COLUMNS
+    )
+
+
+def encode(table: Any, fmt: str) -> bytes:
+    """The table as CSV or Parquet bytes."""
+    import pyarrow as pa
+
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink)
+        return bytes(sink.getvalue().to_pybytes())
+    import pyarrow.csv as pacsv
+
+    buffer = io.BytesIO()
+    pacsv.write_csv(table, buffer)
+    return buffer.getvalue()
+
+
+def check_target(path: Path, fmt: str, overwrite: bool) -> None:
+    """Refuse a target dpcube may not write (before anything is computed)."""
+    if path.is_dir():
+        raise UsageError(f"--out {str(path)!r} is a directory; name a file")
+    if path.exists():
+        if not overwrite:
+            raise UsageError(
+                f"--out {str(path)!r} exists; pass --overwrite to replace an earlier dpcube export"
+            )
+        if not written_by_dpcube(path, fmt):
+            raise UsageError(
+                f"--out {str(path)!r} was not written by dpcube export (not a {fmt} table with "
+                "dpcube's columns); refusing to overwrite it, choose another file"
+            )
+    if not path.parent.is_dir():
+        raise UsageError(f"--out {str(path)!r}: directory {str(path.parent)!r} does not exist")
+
+
+def cuboid_file_name(cuboid: list[str], fmt: str) -> str:
+    """``cuboid-sex-income.csv`` (``cuboid-total`` for the cuboid of no attribute).
+
+    >>> cuboid_file_name(["sex", "income"], "csv"), cuboid_file_name([], "parquet")
+    ('cuboid-sex-income.csv', 'cuboid-total.parquet')
+    """
+    safe = ["".join(c if c.isalnum() or c in "_." else "_" for c in n) for n in cuboid]
+    return f"cuboid-{'-'.join(safe) or 'total'}.{fmt}"
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from dpcube.cli.main import parse_where
+    from dpcube.release.base import load_release, publication_warning, write_atomic
+    from dpcube.release.tables import labelled_table, table_info
+
+    level = check_level(args.level)
+    if args.format == "parquet" and not args.out:
+        raise UsageError("--format parquet needs --out FILE (Parquet is not written to a terminal)")
+    release = load_release(args.release)
+    where = parse_where(args.where)
+    if args.overlapping:
+        if release.schema is None:
+            raise UsageError("--overlapping applies to releases with a schema; this one has none")
+        where = release.schema.with_overlapping(where)
+    cuboids: list[list[str] | None]
+    if args.cuboid is not None:
+        cuboids = [split_names(args.cuboid, "--cuboid")]
+    elif release.kind == "cuboids" and len(release.published) > 1:  # type: ignore[attr-defined]
+        cuboids = [list(c) for c in release.published]  # type: ignore[attr-defined]
+    else:
+        cuboids = [None]
+    several = len(cuboids) > 1
+    targets: list[Path | None]
+    if not args.out:
+        if several:
+            raise UsageError(
+                "this data-cube release has several cuboids: pass --out DIR (one file per "
+                "cuboid) or --cuboid a,b"
+            )
+        targets = [None]
+    elif several:
+        directory = Path(args.out)
+        if directory.exists() and not directory.is_dir():
+            raise UsageError(f"--out {args.out!r} must be a directory for several cuboids")
+        directory.mkdir(parents=True, exist_ok=True)
+        targets = [directory / cuboid_file_name(c or [], args.format) for c in cuboids]
+    else:
+        targets = [Path(args.out)]
+    for target in targets:
+        if target is not None:
+            check_target(target, args.format, args.overwrite)
+    written: list[dict[str, Any]] = []
+    info: dict[str, Any] = {}
+    for cuboid, target in zip(cuboids, targets, strict=True):
+        table = labelled_table(release, level=level, cuboid=cuboid, where=where)
+        info = table_info(table)
+        data = encode(table, args.format)
+        if target is None:
+            sys.stdout.buffer.write(data)
+            sys.stdout.flush()
+        else:
+            write_atomic(target, data)
+        written.append(
+            {"path": str(target) if target else "-", "rows": table.num_rows, "cuboid": cuboid}
+        )
+    warning = publication_warning(release.metadata)
+    if warning:
+        print(warning, file=sys.stderr)
+    summary = {
+        "files": written,
+        "format": args.format,
+        "level": level,
+        "error_kind": info.get("error_kind"),
+        "error_reason": info.get("error_reason"),
+    }
+    out = sys.stderr if targets == [None] else sys.stdout
+    if args.json:
+        print(json.dumps(summary), file=out)
+    else:
+        for w in written:
+            print(f"wrote {w['rows']:,} rows to {w['path']}", file=out)
+        kind = info.get("error_kind")
+        what = (
+            f"{100 * level:g}% intervals ({kind})"
+            if kind in ("exact", "bootstrap")
+            else f"no error estimate ({info.get('error_reason')})"
+        )
+        print(f"lower/upper: {what}", file=out)
+    return 0
+
+
+def register(sub: Any) -> None:
+    """Add ``dpcube export`` to the sub-command parsers."""
+    p = sub.add_parser("export", help="write a release's labelled table (CSV or Parquet)")
+    p.add_argument("release", help="release directory")
+    p.add_argument("--format", required=True, choices=FORMATS)
+    p.add_argument(
+        "--out",
+        default=None,
+        help="file to write (CSV: stdout when omitted; a directory for "
+        "a data-cube release with several cuboids)",
+    )
+    p.add_argument("--level", type=float, default=0.95, help="confidence level of lower/upper")
+    p.add_argument("--cuboid", default=None, metavar="A,B", help="one cuboid of a data cube")
+    p.add_argument("--where", default="", help="restrict the rows (as for dpcube query)")
+    p.add_argument(
+        "--overlapping",
+        action="store_true",
+        help="answer value ranges off the bin edges with the bins they overlap",
+    )
+    p.add_argument(
+        "--overwrite", action="store_true", help="replace an earlier dpcube export at --out"
+    )
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=cmd_export)
