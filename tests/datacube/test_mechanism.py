@@ -498,3 +498,28 @@ def test_cube_source_out_of_domain_counts_every_cause_and_hides_values(tmp_path:
         DataCube(1.0).release(
             CubeSource(str(path), schema, show_values=True), random_state=NO_NOISE
         )
+
+
+def test_cube_intervals_are_exact_when_the_estimate_is_linear() -> None:
+    """A data cube without clamping, rounding or L1/L-inf consistency is linear and unbiased in the
+    noise: its interval is answer +- z * exact sd (it used to report no error estimate at all)."""
+    from statistics import NormalDist
+
+    schema = Schema.from_dict(
+        {
+            "attributes": [
+                {"name": "a", "kind": "nominal", "categories": ["x", "y"]},
+                {"name": "b", "kind": "ordinal", "range": [0, 3], "width": 1},
+            ]
+        }
+    )
+    hist = Histogram(schema, np.arange(8).reshape(2, 4))
+    z = NormalDist().inv_cdf(0.975)
+    q = {"b": [1, 2]}
+    for consistency in (None, "l2"):
+        release = DataCube(1.0, publish=1, consistency=consistency).release(hist, random_state=3)
+        lower, upper = release.interval(q)
+        answer, sd = release.answer(q), release.stddev(q)
+        assert sd > 0 and np.isclose(lower, answer - z * sd) and np.isclose(upper, answer + z * sd)
+    clamped = DataCube(1.0, publish=1, nonnegative=True).release(hist, random_state=3)
+    assert not clamped.linear_unbiased

@@ -170,6 +170,13 @@ class CuboidRelease(Release):
             out[k] = float(box_sums(self._prefix_of(mask), boxes[k : k + 1, axes, :])[0])
         return out
 
+    @property
+    def linear_unbiased(self) -> bool:
+        """Whether the answers are linear in the noise and unbiased (no L1/L-inf consistency, no
+        clamping or rounding), so :meth:`variance` is the answer's exact error variance and
+        :mod:`dpcube.release.uncertainty` gives exact intervals."""
+        return self.mode in ("sources", "l2")
+
     def variance_many(self, queries: Sequence[Mapping[str, Any]]) -> NDArray[np.float64]:
         boxes = self.boxes(queries)
         out = np.empty(len(queries), dtype=np.float64)
