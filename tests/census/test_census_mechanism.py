@@ -45,10 +45,23 @@ def test_aggregation_running_example() -> None:
 def test_data_validation_errors(tmp_path) -> None:  # type: ignore[no-untyped-def]
     bad = PERSONS.copy()
     bad.loc[0, "state"] = "NY"
-    with pytest.raises(DataError, match=r"unit .A.*spans several leaf regions"):
+    with pytest.raises(DataError, match=r"1 units \(column 'unit'\) span several leaf regions"):
         dpcube.group_sizes(bad, unit="unit", region="state", hierarchy=SPEC_H, max_size=3)
-    with pytest.raises(DataError, match=r"region .NY. .* missing from the hierarchy"):
+    with pytest.raises(DataError, match=r"e\.g\. unit 'A' in 'GA' and 'NY'"):
+        dpcube.group_sizes(
+            bad, unit="unit", region="state", hierarchy=SPEC_H, max_size=3, show_values=True
+        )
+    with pytest.raises(DataError, match=r"1 values of column 'state' are missing .*not shown"):
         dpcube.group_sizes(PERSONS, unit="unit", region="state", hierarchy={"GA": "US"}, max_size=3)
+    with pytest.raises(DataError, match=r"missing from the hierarchy: 'NY'"):
+        dpcube.group_sizes(
+            PERSONS,
+            unit="unit",
+            region="state",
+            hierarchy={"GA": "US"},
+            max_size=3,
+            show_values=True,
+        )
     with pytest.raises(DataError, match="cycle"):
         RegionHierarchy.from_parents({"US": None, "A": "B", "B": "A"})
     with pytest.raises(DataError, match="exceeds max_size=2"):

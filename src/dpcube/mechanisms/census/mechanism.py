@@ -305,6 +305,7 @@ class CensusHierarchy(Mechanism):
             max_size=args.max_size,
             top_code=bool(getattr(args, "top_code", False)),
             dataset=getattr(args, "dataset_identity", None),
+            show_values=bool(getattr(args, "show_values", False)),
         )
 
     # -- releasing ------------------------------------------------------------------------------
