@@ -49,6 +49,7 @@ BENCHMARKS: dict[str, str] = {
     "spatial": "dpcube.experiments.spatial:main",
     "datacube": "dpcube.experiments.datacube:main",
     "privelet": "dpcube.experiments.privelet:main",
+    "quadtree-height": "dpcube.experiments.quadtree_height:main",
 }
 
 #: Extra ``dpcube`` sub-commands -> a function ``register(subparsers)`` that adds the sub-command

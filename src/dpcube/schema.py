@@ -662,7 +662,10 @@ class Nominal:
                 return (self.hierarchy.interval(key),)
             self.index(value)
         if isinstance(value, Sequence) and not isinstance(value, str) and len(value) == 2:
-            lo, hi = self.index(value[0]), self.index(value[1])
+            if any(isinstance(v, bool) or not isinstance(v, str | int) for v in value):
+                raise QueryError(f"{where}: a category range is [first, last], got {value!r}")
+            ((lo, _),) = self.constraint(value[0])  # a category or a hierarchy node
+            ((_, hi),) = self.constraint(value[1])
             if lo > hi:
                 raise QueryError(
                     f"{where}: category range {list(value)!r} is reversed (the schema lists "
@@ -926,6 +929,16 @@ def yaml_error_line(exc: yaml.YAMLError) -> str:
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
+class BoxedQuery(dict[str, Any]):
+    """A query dict that carries its box, resolved once for many queries at a time
+    (:func:`dpcube.release.tables.grid_cells` builds one per row of a table): ``box_array`` is
+    an int array (axes, 2) of inclusive bins. Only for the schema it was resolved against."""
+
+    def __init__(self, query: Mapping[str, Any], box_array: Any) -> None:
+        super().__init__(query)
+        self.box_array = box_array
+
+
 @dataclass(frozen=True)
 class Schema:
     """An ordered tuple of attributes; the domain is their product."""
@@ -1022,6 +1035,8 @@ class Schema:
         attribute's unit, a category or hierarchy node, a latitude/longitude box; ``{"bins":
         ...}`` names bins by number.
         """
+        if isinstance(query, BoxedQuery):
+            return tuple((int(lo), int(hi)) for lo, hi in query.box_array.tolist())
         if not isinstance(query, Mapping):
             raise QueryError(
                 f"a query is a mapping from attribute name to constraint, got {query!r}"

@@ -78,7 +78,7 @@ def test_release_query_budget_round_trip(
     )
     assert code == 0
     result = json.loads(text)
-    assert set(result) == {"answer", "stddev"}
+    assert set(result) >= {"answer", "stddev", "lower", "upper", "level"}  # the JSON contract
     # 4 ages x 2 sexes x 2 jobs = 16 cells of discrete Laplace with scale 4: variance 16 * 2p/(1-p)^2.
     p = np.exp(-1 / 4)
     assert result["stddev"] == pytest.approx(np.sqrt(16 * 2 * p / (1 - p) ** 2), rel=1e-3)
@@ -130,6 +130,8 @@ def test_release_without_a_total_budget_is_refused(
         str(tmp_path / "r"),
     )
     assert code == 2 and "no total budget" in err and "--set-total" in err
+    # The message names the file the user gave, not only the ledger's hashed label.
+    assert f"dpcube budget {data} --set-total" in err
     assert not (tmp_path / "r").exists()
 
 

@@ -277,3 +277,22 @@ def test_export_datacube_writes_one_file_per_cuboid(
     assert len(names) == len(release.published) and "cuboid-a-b.csv" in names
     ab = pd.read_csv(tmp_path / "t" / "cuboid-a-b.csv")
     assert len(ab) == 6 and set(ab.a) == {"x", "y"}
+
+
+def test_release_json_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = tmp_path / "people.csv"
+    pd.DataFrame({"age": [0, 1, 2, 3, 3], "sex": list("FMFMF"), "income": [5] * 5}).to_csv(
+        data, index=False
+    )
+    schema = tmp_path / "s.json"
+    schema.write_text(json.dumps(SCHEMA.to_dict()))
+    code, out, _ = run(
+        capsys,
+        "release",
+        *(str(data), "--schema", str(schema), "--mechanism", "identity", "--epsilon", "0.25"),
+        *("--total-epsilon", "1", "--out", str(tmp_path / "rel"), "--json"),
+    )
+    assert code == 0
+    summary = json.loads(out)
+    assert summary["budget_left"]["epsilon"] == pytest.approx(0.75)
+    assert summary["for_publication"] is True and summary["release"] == str(tmp_path / "rel")

@@ -99,6 +99,19 @@ def test_nominal_labels_ranges_and_bins() -> None:
     assert axis({"sex": "M"}, "sex") == ((1, 1),)
     assert axis({"sex": ["M", "X"]}, "sex") == ((1, 2),)
     assert axis({"sex": {"bins": [0, 1]}}, "sex") == ((0, 1),)
+    tree = Schema.from_dict(
+        {
+            "attributes": [
+                {
+                    "name": "job",
+                    "kind": "nominal",
+                    "hierarchy": {"Prof": ["Eng", "Doc"], "Svc": ["Cook", "Driver"], "Other": None},
+                }
+            ]
+        }
+    )
+    assert tree.box({"job": ["Doc", "Svc"]}) == ((1, 3),)  # Doc .. the last leaf under Svc
+    assert tree.box({"job": ["Prof", "Cook"]}) == ((0, 2),)
 
 
 def test_spatial_boxes_in_degrees() -> None:

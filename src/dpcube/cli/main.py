@@ -159,7 +159,10 @@ def _ledger(args: argparse.Namespace) -> Any:
         with progress.step("fingerprinting the data"):
             identity = identity_of_path(args.data)
     args.dataset_identity = identity
-    return BudgetLedger.for_identity(identity, args.ledger_dir)
+    ledger = BudgetLedger.for_identity(identity, args.ledger_dir)
+    if not args.dataset:
+        ledger.source = str(args.data)
+    return ledger
 
 
 def _refuse_out_in_budget_state(args: argparse.Namespace) -> None:
@@ -237,6 +240,21 @@ def cmd_release(args: argparse.Namespace) -> int:
     if unused_delta_note:
         print(unused_delta_note, file=sys.stderr)
     left = ledger.remaining()
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "release": str(out),
+                    "release_id": release.metadata.release_id,
+                    "mechanism": args.mechanism,
+                    "epsilon": args.epsilon,
+                    "delta": mechanism.charged_delta,
+                    "budget_left": {"epsilon": left.epsilon, "delta": left.delta},
+                    "for_publication": release.metadata.for_publication,
+                }
+            )
+        )
+        return 0
     print(f"released {args.data} with {args.mechanism} (epsilon={args.epsilon}) to {out}")
     print(
         f"budget left for this data set: epsilon={left.epsilon:.6g}"
@@ -449,6 +467,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         "--total-epsilon", type=float, default=None, help="set the data set's total budget"
     )
     p.add_argument("--total-delta", type=float, default=0.0)
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
     for name in [] if light else sorted(registry.MECHANISMS):
         registry.resolve(registry.MECHANISMS, name, "mechanism").add_cli_arguments(p)
     p.set_defaults(func=cmd_release)
@@ -456,7 +475,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p = sub.add_parser("query", help="answer a query from a release")
     p.add_argument("release", help="release directory")
     p.add_argument(
-        "--where", default="", help='JSON, or "age=18..64, sex=F, occupation=Professional"'
+        "--where",
+        default="",
+        help='JSON, or "age=18..64, sex=F, occupation=Professional, loc=33.9..34.1:-118.3..-118.1"'
+        " (values, inclusive; #3..5 names bins by number)",
     )
     p.add_argument(
         "--group-by",

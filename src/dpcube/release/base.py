@@ -44,7 +44,7 @@ from numpy.typing import NDArray
 
 from dpcube import registry
 from dpcube.errors import ReleaseError
-from dpcube.schema import Box, Schema
+from dpcube.schema import Box, BoxedQuery, Schema
 
 MANIFEST = "manifest.json"
 REPORT = "report.md"
@@ -300,6 +300,8 @@ class Release(ABC):
         schema = self.schema
         if len(queries) == 0:
             return np.zeros((0, len(schema.shape), 2), dtype=np.int64)
+        if all(isinstance(q, BoxedQuery) for q in queries):  # a table's rows: resolved at once
+            return np.stack([q.box_array for q in queries]).astype(np.int64)  # type: ignore[attr-defined]
         return np.array([schema.box(q) for q in queries], dtype=np.int64).reshape(
             len(queries), -1, 2
         )

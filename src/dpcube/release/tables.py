@@ -15,9 +15,10 @@ exact noise sd, or the bootstrap error), ``lower`` and ``upper`` (the interval a
 "none"). The uncertainty is :func:`dpcube.release.uncertainty.answer_uncertainty`'s; the table's
 Arrow metadata (key ``dpcube``) records the release id, kind, level, error kind and its reason.
 
-A data-cube release gives one table per published cuboid (``cuboid=("sex", "income")``): the
-rows are that cuboid's cells, each estimate the release's answer to that cell (for a consistent
-release, the cuboid's released value).
+A data-cube release gives one table per cuboid (``cuboid=("sex", "income")``): the rows are
+that cuboid's cells, each estimate the release's answer to that cell (for a consistent release,
+the cuboid's released value; for a cuboid that was not published, the sum over the published
+superset with the least variance, as :meth:`CuboidRelease.derive_cuboid`).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 
 from dpcube.errors import DomainTooLargeError, QueryError
-from dpcube.schema import Nominal, Ordinal, Schema, Spatial, default_max_cells
+from dpcube.schema import BoxedQuery, Nominal, Ordinal, Schema, Spatial, default_max_cells
 
 #: The key of the Arrow schema metadata that marks a table dpcube wrote.
 METADATA_KEY = b"dpcube"
@@ -114,23 +115,31 @@ def grid_cells(
     labels: dict[str, Any] = {}
     position = 0
     constraints: list[list[Any]] = []
+    boxes = np.repeat(np.asarray(box, dtype=np.int64)[None, :, :], count, axis=0)
     for name in names:
         attribute = schema[name]
         width = len(attribute.shape)
         own = index[position : position + width]
         position += width
         labels.update(attribute_columns(attribute, own))
+        start = schema.axis_slice(name).start
+        for k in range(width):
+            boxes[:, start + k, 0] = own[k]
+            boxes[:, start + k, 1] = own[k]
         if width == 1:
-            constraints.append([{"bins": [int(i), int(i)]} for i in own[0].tolist()])
+            constraints.append([{"bins": [i, i]} for i in own[0].tolist()])
         else:
             constraints.append(
                 [
-                    {"bins": [[int(r), int(r)], [int(c), int(c)]]}
+                    {"bins": [[r, r], [c, c]]}
                     for r, c in zip(own[0].tolist(), own[1].tolist(), strict=True)
                 ]
             )
-    queries = [
-        {**where, **{name: c[k] for name, c in zip(names, constraints, strict=True)}}
+    queries: list[dict[str, Any]] = [
+        BoxedQuery(
+            {**where, **{name: c[k] for name, c in zip(names, constraints, strict=True)}},
+            boxes[k],
+        )
         for k in range(count)
     ]
     return labels, queries
@@ -168,7 +177,8 @@ def labelled_table(
                     f"cuboid=(...) / --cuboid a,b (published: {listed})"
                 )
             names = list(published[0])
-        release._published_mask(names)  # an unpublished cuboid: the error lists what was
+        if tuple(sorted(names, key=release.schema.names.index)) not in release.published:
+            release.derive_cuboid(names)  # no published superset: the error says what to do
     elif names is not None:
         raise QueryError(
             f"cuboid= applies to data-cube releases; this is a {release.kind!r} release"

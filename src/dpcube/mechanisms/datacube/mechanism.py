@@ -32,7 +32,7 @@ from numpy.typing import NDArray
 
 from dpcube.errors import BudgetError, DataError, QueryError
 from dpcube.histogram import Histogram
-from dpcube.mechanisms.base import Mechanism, SensitivityClaim
+from dpcube.mechanisms.base import Mechanism, SensitivityClaim, refuse_delta
 from dpcube.mechanisms.datacube.consistency import l2_consistent, l2_variance, lp_consistent
 from dpcube.mechanisms.datacube.counting import counts_from_histogram, counts_from_source
 from dpcube.mechanisms.datacube.geometry import CubeGeometry
@@ -341,8 +341,7 @@ class DataCube(Mechanism):
 
     @classmethod
     def from_cli(cls, args: argparse.Namespace, params: dict[str, Any]) -> DataCube:
-        if getattr(args, "delta", None):
-            raise BudgetError("the datacube mechanism is pure epsilon-DP; drop --delta")
+        refuse_delta(args, cls.name)
         kwargs: dict[str, Any] = dict(params)
         for flag in ("method", "publish", "consistency"):
             value = getattr(args, flag, None)

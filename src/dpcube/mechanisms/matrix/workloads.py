@@ -504,7 +504,7 @@ def _csv_queries(path: Path, schema: Schema) -> list[dict[str, Any]]:
                         raise QueryError(
                             f"{path}:{line}: give both {name}_lo and {name}_hi (or neither)"
                         )
-                    q[name] = [int(float(str(lo))), int(float(str(hi)))]
+                    q[name] = [str(lo), str(hi)]  # values, inclusive (Schema.box reads them)
                 elif value not in (None, ""):
                     q[name] = value
             unknown = [
@@ -521,7 +521,8 @@ def _csv_queries(path: Path, schema: Schema) -> list[dict[str, Any]]:
 def load_workload_file(path: str | Path, schema: Schema) -> Workload:
     """Range queries from a JSON file (a list of query dicts, or ``{"queries": [...]}``, each the
     mapping ``Release.answer`` takes) or a CSV file (columns ``<attr>_lo``, ``<attr>_hi`` with
-    inclusive index intervals, or ``<attr>`` with a category; blank = the whole axis)."""
+    an inclusive range of values in the attribute's unit, or ``<attr>`` with a category; blank =
+    the whole axis)."""
     p = Path(path)
     if not p.is_file():
         raise QueryError(f"workload file {str(p)!r} does not exist")
