@@ -268,9 +268,13 @@ def test_wrong_type_for_an_ordinal(tmp_path: Path) -> None:
     assert (
         "column 'age' has type VARCHAR but attribute 'age' is ordinal and needs numbers" in message
     )
+    # the unparsable values are counted (issue #13 part 6), and not echoed
+    assert "(1 of 100 rows hold a value that is not a number)" in message
+    assert "forty" not in message
     csv = tmp_path / "t.csv"
     df.to_csv(csv, index=False)
     assert "column 'age' has type VARCHAR" in error_of(csv)
+    assert "(1 of 100 rows hold a value that is not a number)" in error_of(csv)
     df = people(100, seed=6)
     df["lon"] = "west"
     assert "attribute 'loc' is spatial and needs numbers" in error_of(df)

@@ -208,7 +208,9 @@ class DuckDBEngine(Engine):
             c for a in schema.attributes if not isinstance(a, Nominal) for c in a.columns
         )
         with reading(source), open_source(source, nominal, numeric) as view:
-            exprs = axis_expressions(schema, view.columns)
+            exprs = axis_expressions(
+                schema, view.columns, DUCKDB, lambda sql: view.sql(sql).fetchall()[0]
+            )
             select = ", ".join(f"{e} AS a{i}" for i, e in enumerate(exprs))
             keys = ", ".join(f"a{i}" for i in range(len(exprs)))
             result = view.sql(

@@ -77,13 +77,34 @@ def _missing(column: str) -> str:
     return f"({column} IS NULL OR isnan(CAST({column} AS DOUBLE)))"
 
 
+#: ``run(sql) -> first row``: how :func:`axis_expressions` counts a text column's non-numbers.
+RowQuery = Callable[[str], tuple[Any, ...]]
+
+
+def unparsable_sql(column: str, dialect: Dialect = DUCKDB) -> str:
+    """SQL over ``src``: (rows, values of ``column`` that are not NULL and do not parse as a number).
+
+    >>> unparsable_sql("age")
+    'SELECT count(*), count(*) FILTER (WHERE "age" IS NOT NULL AND TRY_CAST("age" AS DOUBLE) IS NULL) FROM src'
+    """
+    c = dialect.ident(column)
+    return (
+        f"SELECT count(*), count(*) FILTER (WHERE {c} IS NOT NULL AND "
+        f"TRY_CAST({c} AS DOUBLE) IS NULL) FROM src"
+    )
+
+
 def axis_expressions(
-    schema: Schema, columns: dict[str, str], dialect: Dialect = DUCKDB
+    schema: Schema,
+    columns: dict[str, str],
+    dialect: Dialect = DUCKDB,
+    run: RowQuery | None = None,
 ) -> list[str]:
     """One SQL expression per axis giving the bin index or a negative code (module docstring).
 
     ``columns`` maps the source's column names to their SQL types; a missing column or a
-    non-numeric column under an ordinal or spatial attribute raises :class:`DataError`.
+    non-numeric column under an ordinal or spatial attribute raises :class:`DataError`, which
+    says how many of the column's values are not numbers when ``run`` can query the source.
     """
     exprs: list[str] = []
     for attr in schema.attributes:
@@ -95,10 +116,14 @@ def axis_expressions(
                 )
             kind = columns[col].split("(")[0].upper()
             if isinstance(attr, Ordinal | Spatial) and kind not in dialect.numeric_types:
+                counted = ""
+                if run is not None:
+                    rows, bad = (int(x) for x in run(unparsable_sql(col, dialect))[:2])
+                    counted = f" ({bad:,} of {rows:,} rows hold a value that is not a number)"
                 raise DataError(
                     f"column {col!r} has type {columns[col]} but attribute {attr.name!r} is "
-                    f"{'ordinal' if isinstance(attr, Ordinal) else 'spatial'} and needs numbers; "
-                    "clean the column or declare the attribute nominal"
+                    f"{'ordinal' if isinstance(attr, Ordinal) else 'spatial'} and needs "
+                    f"numbers{counted}; clean the column or declare the attribute nominal"
                 )
         if isinstance(attr, Ordinal):
             c = dialect.ident(attr.column)

@@ -79,7 +79,9 @@ def counts_from_source(
     schema = geo.schema
     lat = geo.lattice
     with open_source(source) as view:
-        exprs = axis_expressions(schema, view.columns)
+        exprs = axis_expressions(
+            schema, view.columns, DUCKDB, lambda sql: view.sql(sql).fetchall()[0]
+        )
         axis_attr = [schema[name] for name, _ in schema.axes]
         codes = ", ".join(f"{e} AS a{i}" for i, e in enumerate(exprs))
         summary = ", ".join(
