@@ -231,7 +231,8 @@ def test_out_of_domain_spatial_names_the_coordinate() -> None:
     df.loc[[1], "lat"] = BBOX[0] - 1
     df.loc[[2, 3], "lon"] = BBOX[3] + 1
     message = error_of(df)
-    assert "(1 lat below the range, 2 lon above the range)" in message
+    assert "rows are outside the domain (1 lat below the range, 2 lon above the range)" in message
+    assert message.startswith("3 of 200 rows")
 
 
 def test_below_range_and_unknown_category() -> None:

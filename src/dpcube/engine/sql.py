@@ -223,8 +223,10 @@ def out_of_domain_error(
             else "outside the domain or NULL"
         )
         listed = ", ".join(f"{k:,} {_cause(attr, c, part)}" for _, part, c, k in causes)
-        total = sum(k for *_, k in causes)
-        text = f"column {', '.join(attr.columns)} (attribute {attr.name!r}): {total:,} rows are {what} ({listed})"
+        # a point can be off the box on both coordinates: then only the causes are counted
+        parts_hit = {part for _, part, code, _ in causes if code != NULL}
+        total = "" if len(parts_hit) > 1 else f"{sum(k for *_, k in causes):,} "
+        text = f"column {', '.join(attr.columns)} (attribute {attr.name!r}): {total}rows are {what} ({listed})"
         if examples is not None:
             shown = "; ".join(
                 f"{_cause(attr, c, part)}: "
