@@ -70,9 +70,10 @@ def timed(argv: list[str], repeat: int) -> tuple[float, float]:
     for _ in range(repeat):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t = time.perf_counter()
-        subprocess.run(
-            argv, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
+        done = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        if done.returncode != 0:
+            tail = done.stderr.decode(errors="replace").strip().splitlines()[-5:]
+            raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}): {tail}")
         walls.append(time.perf_counter() - t)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpus.append((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime))

@@ -47,10 +47,17 @@ _EXPORTS: dict[str, str] = {
     "PriveletPlus": "dpcube.mechanisms.privelet.mechanism",
     "Release": "dpcube.release.base",
     "load_release": "dpcube.release.base",
+    "answer_uncertainty": "dpcube.release.uncertainty",
+    "format_answer": "dpcube.release.uncertainty",
+    "Uncertainty": "dpcube.release.uncertainty",
     "BudgetLedger": "dpcube.privacy.ledger",
     "ledger_for": "dpcube.privacy.accounting",
     "NO_NOISE": "dpcube.privacy.random",
     "DPCubeError": "dpcube.errors",
+    "plan": "dpcube.planning.plan",
+    "plan_mechanisms": "dpcube.planning.plan",
+    "AutoMechanism": "dpcube.planning.auto",
+    "auto_mechanism": "dpcube.planning.auto",
 }
 
 

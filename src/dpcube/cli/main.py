@@ -552,6 +552,13 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print("error: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader of stdout stopped early (``dpcube export ... | head``): not an error of
+        # dpcube. Point stdout at /dev/null so that the interpreter's final flush stays quiet.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as exc:
         # The last-resort boundary: a library's error on the user's input (DuckDB, Arrow, SQLite,
         # YAML, the file system) is one line; anything else is a bug, reported as one line too.

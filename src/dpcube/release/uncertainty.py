@@ -16,10 +16,14 @@ Two kinds of release answers (issue #13 part 3):
   with the project's exact samplers, re-choosing any data-dependent structure (tree splits,
   heights), and each query's error ``e_b = replicate answer - bootstrap-world truth`` is
   recorded. This is post-processing of public data: no budget is spent and no ledger is opened
-  (every re-run is unaccounted and seeded). The interval is the *basic (pivotal) bootstrap
-  interval* ``[a - q_(1+level)/2(e), a - q_(1-level)/2(e)]`` from the errors' own quantiles,
-  clipped below at 0 (a count is never negative); it therefore corrects for the bias the bootstrap
-  estimates (``bias = mean(e)``). ``stddev`` is the root mean square of ``e`` (bias included).
+  (every re-run is unaccounted and seeded). The interval comes from the errors' own quantiles
+  ``q_lo = q_(1-level)/2(e)``, ``q_hi = q_(1+level)/2(e)``: it is the hull of the *basic
+  (pivotal)* interval ``[a - q_hi, a - q_lo]``, which corrects for the bias the bootstrap
+  estimates (``bias = mean(e)``), and the *percentile* interval ``[a + q_lo, a + q_hi]``, which
+  stays right where the pivot fails (a count clamped at 0 in the release is a bootstrap truth of 0,
+  whose errors are all >= 0), clipped below at 0 (a count is never negative). On the CPS
+  household sizes at epsilon = 0.1 the basic interval alone covered 75 %, the hull 96 %
+  (docs/experiments/coverage.md). ``stddev`` is the root mean square of ``e`` (bias included).
 - **none** (``kind="none"``): no error estimate (the reason says why).
 
 ``noise_sd`` is the noise-only figure where the release knows it (e.g. HTF's independent leaf
@@ -69,6 +73,8 @@ class Uncertainty:
     ``noise_sd``: noise only, NaN where not known; never the answer's error for a bootstrap.
     ``lower``/``upper``: the interval at ``level`` (NaN for ``"none"``). ``bias``: the
     bootstrap's mean error (0 for exact, NaN for none). ``reason``: one line a user reads.
+    ``assumed``: for spatial leaf releases, the part of each answer spread into the query by the
+    uniformity assumption (the intervals are least trustworthy where it is a large share).
     """
 
     answers: NDArray[np.float64]
@@ -81,6 +87,9 @@ class Uncertainty:
     reason: str
     level: float
     runs: int = 0
+    #: The part of each answer resting on the uniformity assumption (leaves the query cuts, see
+    #: ``LeafRelease.assumed_many``), which the bootstrap cannot see; NaN where not applicable.
+    assumed: NDArray[np.float64] | None = None
 
 
 @dataclass(frozen=True)
@@ -160,9 +169,11 @@ def uncertainty_kind(release: Release) -> tuple[Kind, str]:
     if callable(getattr(release, "bootstrap_world", None)):
         why = getattr(release, "bootstrap_reason", "the estimate is not linear in the noise")
         return "bootstrap", f"{why}: parametric bootstrap from the release (no budget spent)"
+    why = (
+        getattr(release, "no_estimate_reason", None) or "it has no exact variance and no bootstrap"
+    )
     return "none", (
-        f"no error estimate: a {release.kind!r} release of {release.metadata.mechanism!r} has "
-        "no exact variance and no bootstrap"
+        f"no error estimate: a {release.kind!r} release of {release.metadata.mechanism!r} ({why})"
     )
 
 
@@ -214,12 +225,15 @@ def answer_uncertainty(
         raise ReleaseError(f"runs must be at least {MIN_RUNS} for a bootstrap, got {runs}")
     errors = bootstrap_errors(release, queries, runs=runs, seed=seed)
     lo_q, hi_q = np.quantile(errors, [(1.0 - level) / 2.0, (1.0 + level) / 2.0], axis=0)
-    lower = np.maximum(answers - hi_q, 0.0)
-    upper = np.maximum(answers - lo_q, lower)
+    lower = np.maximum(np.minimum(answers - hi_q, answers + lo_q), 0.0)
+    upper = np.maximum(np.maximum(answers - lo_q, answers + hi_q), lower)
     rms = np.sqrt(np.mean(errors**2, axis=0))
+    assumed_many = getattr(release, "assumed_many", None)
+    assumed = np.asarray(assumed_many(queries), dtype=np.float64) if assumed_many else None
     return Uncertainty(
-        answers, rms, noise_sd, lower, upper, errors.mean(axis=0), "bootstrap", reason, level, runs
-    )
+        answers, rms, noise_sd, lower, upper, errors.mean(axis=0), "bootstrap", reason, level,
+        runs, assumed,
+    )  # fmt: skip
 
 
 #: Replicates per release object, keyed by (runs, seed); freed with the release.

@@ -231,10 +231,17 @@ class CuboidRelease(Release):
 
     @property
     def linear_unbiased(self) -> bool:
-        """Whether the answers are linear in the noise and unbiased (no L1/L-inf consistency, no
-        clamping or rounding), so :meth:`variance` is the answer's exact error variance and
-        :mod:`dpcube.release.uncertainty` gives exact intervals."""
+        """Whether answers are linear in the noise and unbiased (no consistency, or L2
+        consistency; no clamping or rounding): their exact variance is then their error
+        (:mod:`dpcube.release.uncertainty`). L1/L-infinity consistency, clamping and rounding
+        have no error estimate yet (no bootstrap for data cubes)."""
         return self.mode in ("sources", "l2")
+
+    #: Why a non-linear data cube has no error estimate (:mod:`dpcube.release.uncertainty`).
+    no_estimate_reason = (
+        "clamping, rounding or L1/L-infinity consistency make it non-linear, and data cubes have "
+        "no bootstrap yet"
+    )
 
     def variance_many(self, queries: Sequence[Mapping[str, Any]]) -> NDArray[np.float64]:
         boxes = self.boxes(queries)

@@ -40,6 +40,10 @@ from dpcube.schema import Schema
 #: LSA runs in ``dpcube plan`` only up to this many cells (it is O(k n³)).
 MAX_LSA_CELLS = 1024
 
+#: ``eigen`` is listed by default only up to this many cells (a dense n x n eigendecomposition
+#: and a dense solve: 4,096 cells took 86 s); ask for it with ``--strategies`` above.
+MAX_EIGEN_CELLS = 1024
+
 #: With delta, the Gaussian optimum is solved densely per axis up to this many cells (an
 #: eigendecomposition per iteration); ``gauss-opt`` is listed by default up to MAX_GAUSS_OPT_AXIS.
 MAX_OPTIMUM_AXIS = 2048
@@ -47,13 +51,14 @@ MAX_GAUSS_OPT_AXIS = 256
 
 
 def applicable(workload: Workload) -> list[str]:
-    """Strategies that apply to the workload's grid (power-of-two axes for the wavelet, dense
-    strategies up to :data:`MAX_DENSE_CELLS` cells, LSA up to :data:`MAX_LSA_CELLS`)."""
+    """Strategies listed by default for the workload's grid (power-of-two axes for the wavelet,
+    ``eigen`` up to :data:`MAX_EIGEN_CELLS` cells, LSA up to :data:`MAX_LSA_CELLS`, ``opt`` for
+    1-D workloads and Grams that are sums of Kronecker products)."""
     n = workload.n
     names = ["identity", "hierarchical"]
     if all(d & (d - 1) == 0 for d in workload.dims):
         names.append("wavelet")
-    if n <= MAX_DENSE_CELLS:
+    if n <= min(MAX_DENSE_CELLS, MAX_EIGEN_CELLS):
         names.append("eigen")
     if n <= MAX_LSA_CELLS:
         names.append("lsa")
@@ -76,8 +81,14 @@ def plan(
     epsilon: float,
     delta: float | None = None,
     strategies: list[str] | None = None,
+    neighbour: str = "add_remove",
 ) -> dict[str, Any]:
-    """Expected error, ratio to svdb and build time of each strategy; the recommended one."""
+    """Expected error, ratio to svdb and build time of each strategy; the recommended one.
+
+    Each strategy's row also has ``trace`` (``tr(G(AᵀA)⁻¹)``), ``sensitivity`` (in the noise's
+    norm under ``neighbour``) and ``support``: with
+    :func:`~dpcube.mechanisms.matrix.mechanism.row_noise_variance` they give the error at any
+    other epsilon (``dpcube.planning``)."""
     validate_privacy(epsilon, delta)
     gaussian = delta is not None and delta > 0
     unit = gaussian_sigma(1.0, epsilon, delta) ** 2 if gaussian and delta else 2.0 / epsilon**2
@@ -98,12 +109,12 @@ def plan(
     if gaussian and max(axes) <= MAX_OPTIMUM_AXIS and (isinstance(gram, Kronecker) or n_ok):
         optimum = gaussian_optimum(gram)
         out["optimum"] = {**optimum.to_dict(), "error": unit * optimum.primal}
-    mech = MatrixMechanism(epsilon, delta)
+    mech = MatrixMechanism(epsilon, delta, neighbour=neighbour)
     for name in strategies or applicable(workload):
         start = time.perf_counter()
         s = make_strategy(name, workload.dims, workload)
         op = s.operator
-        sens = op.l2_sensitivity() if gaussian else op.l1_sensitivity()
+        sens = mech.sensitivity(s)
         trace = GramSolver.for_strategy(op).trace_with(workload.gram)
         nominal = unit * sens**2 * trace
         error = mech.release_noise_variance(s) * trace
@@ -112,6 +123,9 @@ def plan(
             "nominal_error": nominal,
             "ratio": nominal / bound,
             "rows": op.rows,
+            "trace": trace,
+            "sensitivity": sens,
+            "support": mech.support(s),
             "seconds": round(time.perf_counter() - start, 3),
         }
         if optimum is not None:
@@ -179,6 +193,7 @@ def handler(args: argparse.Namespace) -> int:
 
 
 __all__ = [
+    "MAX_EIGEN_CELLS",
     "MAX_GAUSS_OPT_AXIS",
     "MAX_LSA_CELLS",
     "MAX_OPTIMUM_AXIS",

@@ -161,6 +161,23 @@ class LeafRelease(Release):
             CellRelease(self.schema, self.metadata, truth), lambda rng: rerun(mechanism, data, rng)
         )
 
+    def assumed_many(self, queries: Sequence[Mapping[str, Any]]) -> NDArray[np.float64]:
+        """The part of each answer that rests on the uniformity assumption: ``sum |c_L| |Q & L| /
+        |L|`` over the leaves L the query cuts (neither inside it nor outside it). The bootstrap
+        cannot see how the real points lie inside a leaf, so an interval is only as good as this
+        part is small (docs/experiments/coverage.md)."""
+        boxes = self.boxes(queries)
+        area = (
+            (self.rects[:, 1] - self.rects[:, 0]) * (self.rects[:, 3] - self.rects[:, 2])
+        ).astype(np.float64)
+        weight = np.abs(np.asarray(self.leaf_counts, dtype=np.float64))
+        out = np.zeros(len(boxes))
+        for i, ((a0, a1), (b0, b1)) in enumerate(boxes):
+            frac = _overlap(self.rects, a0, a1 + 1, b0, b1 + 1) / area
+            cut = (frac > 0) & (frac < 1)
+            out[i] = float(np.sum(weight[cut] * frac[cut]))
+        return out
+
     def variance_many(self, queries: Sequence[Mapping[str, Any]]) -> NDArray[np.float64]:
         """The noise-only variance of each answer (independent leaf noises); NOT the answer's
         error, which also holds the uniformity assumption's bias (see ``bootstrap_world``)."""
