@@ -96,6 +96,7 @@ def histogram(
     engine: str | Engine = "duckdb",
     max_cells: int | None = None,
     dataset: str | None = None,
+    show_values: bool = False,
 ) -> Histogram:
     """Count the records of ``source`` in every cell of ``schema``'s domain.
 
@@ -106,13 +107,19 @@ def histogram(
     The histogram carries its data set's identity, which selects the budget ledger a release
     charges: ``dataset=NAME`` names it, otherwise it is the fingerprint of the records
     (:func:`dpcube.engine.fingerprint`, one more scan).
+
+    Rows that ``on_out_of_domain`` does not cover raise :class:`dpcube.errors.DataError` counting
+    each cause per column; ``show_values=True`` adds the commonest offending values to the message
+    (they are private data: for the curator's eyes only).
     """
     if on_out_of_domain not in POLICIES:
         raise DataError(
             f"on_out_of_domain must be one of {', '.join(POLICIES)}, got {on_out_of_domain!r}"
         )
     schema.check_materialisable(max_cells)
-    counts, report = get_engine(engine).histogram(source, schema, on_out_of_domain=on_out_of_domain)
+    counts, report = get_engine(engine).histogram(
+        source, schema, on_out_of_domain=on_out_of_domain, show_values=show_values
+    )
     return Histogram(schema, counts, report, dataset=data_set_identity(source, dataset))
 
 

@@ -45,10 +45,23 @@ def test_aggregation_running_example() -> None:
 def test_data_validation_errors(tmp_path) -> None:  # type: ignore[no-untyped-def]
     bad = PERSONS.copy()
     bad.loc[0, "state"] = "NY"
-    with pytest.raises(DataError, match=r"unit .A.*spans several leaf regions"):
+    with pytest.raises(DataError, match=r"1 units \(column 'unit'\) span several leaf regions"):
         dpcube.group_sizes(bad, unit="unit", region="state", hierarchy=SPEC_H, max_size=3)
-    with pytest.raises(DataError, match=r"region .NY. .* missing from the hierarchy"):
+    with pytest.raises(DataError, match=r"e\.g\. unit 'A' in 'GA' and 'NY'"):
+        dpcube.group_sizes(
+            bad, unit="unit", region="state", hierarchy=SPEC_H, max_size=3, show_values=True
+        )
+    with pytest.raises(DataError, match=r"1 values of column 'state' are missing .*not shown"):
         dpcube.group_sizes(PERSONS, unit="unit", region="state", hierarchy={"GA": "US"}, max_size=3)
+    with pytest.raises(DataError, match=r"missing from the hierarchy: 'NY'"):
+        dpcube.group_sizes(
+            PERSONS,
+            unit="unit",
+            region="state",
+            hierarchy={"GA": "US"},
+            max_size=3,
+            show_values=True,
+        )
     with pytest.raises(DataError, match="cycle"):
         RegionHierarchy.from_parents({"US": None, "A": "B", "B": "A"})
     with pytest.raises(DataError, match="exceeds max_size=2"):
@@ -258,15 +271,21 @@ def test_ipums_household_sizes(data_dir) -> None:  # type: ignore[no-untyped-def
     assert t.hierarchy.level_sizes == (1, 51)
 
 
-def test_bench_census_smoke(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_bench_census_smoke(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
     """`dpcube bench census` end to end on a tiny synthetic stand-in: CSV written, exact
-    mechanisms without violations, the as-published M_CDP rows marked not private."""
+    mechanisms without violations, the as-published M_CDP rows marked not private; with
+    ``--scaling-ks ''`` it claims exactly the files it wrote (issue #13 part 6: it used to report
+    census_scaling.csv, which it skips)."""
     from dpcube.experiments.census import main
 
     out = tmp_path / "bench"
     argv = ["--out", str(out), "--datasets", "synthetic", "--scale", "1e-5", "--max-size", "12"]
     argv += ["--epsilons", "1.0", "--seeds", "1", "--methods", "dp,cdp,topdown", "--scaling-ks", ""]
     assert main(argv) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("wrote ") and "scaling" not in last
+    claimed = sorted(last.removeprefix("wrote ").split(", "))
+    assert claimed == sorted(str(p) for p in out.iterdir())
     runs = pd.read_csv(out / "census_runs.csv")
     assert (runs["cv_consistency"] == 0).all() and (runs["cv_faithfulness"] == 0).all()
     published = runs[runs["noise_mode"] == "as_published"]

@@ -473,6 +473,58 @@ def test_clip_policy_matches_the_histogram_engine() -> None:
     assert release.curator_log["clipped"] == {"age": 2} and release.curator_log["counted"] == 5
 
 
+def test_cube_source_out_of_domain_counts_every_cause_and_hides_values(tmp_path: Path) -> None:
+    """Issue #13 part 6 on the GROUPING SETS path: every cause of every column is counted, the
+    distinct rows concerned are totalled, and raw values appear only with show_values."""
+    frame = pd.DataFrame({"age": [5, 200, 300, -4, 7, 8], "city": ["a", "a", "zz", "b", None, "b"]})
+    schema = Schema.from_dict(
+        {
+            "attributes": [
+                {"name": "age", "kind": "ordinal", "range": [0, 99], "width": 1},
+                {"name": "city", "kind": "nominal", "categories": ["a", "b"]},
+            ]
+        }
+    )
+    path = tmp_path / "rows.csv"
+    frame.to_csv(path, index=False)
+    with pytest.raises(DataError) as info:
+        DataCube(1.0).release(CubeSource(str(path), schema), random_state=NO_NOISE)
+    message = str(info.value)
+    assert message.startswith("4 of 6 rows cannot be counted: ")  # rows 1-4; row 2 has two causes
+    assert "3 rows are outside the domain (1 below the range, 2 above the range)" in message
+    assert "2 rows are outside the domain or NULL (1 not a known category, 1 NULL)" in message
+    assert not any(v in message for v in ("200", "300", "-4", "zz"))
+    with pytest.raises(DataError, match=r"above the range: 200 \(1 rows\), 300 \(1 rows\)"):
+        DataCube(1.0).release(
+            CubeSource(str(path), schema, show_values=True), random_state=NO_NOISE
+        )
+
+
+def test_cube_intervals_are_exact_when_the_estimate_is_linear() -> None:
+    """A data cube without clamping, rounding or L1/L-inf consistency is linear and unbiased in the
+    noise: its interval is answer +- z * exact sd (it used to report no error estimate at all)."""
+    from statistics import NormalDist
+
+    schema = Schema.from_dict(
+        {
+            "attributes": [
+                {"name": "a", "kind": "nominal", "categories": ["x", "y"]},
+                {"name": "b", "kind": "ordinal", "range": [0, 3], "width": 1},
+            ]
+        }
+    )
+    hist = Histogram(schema, np.arange(8).reshape(2, 4))
+    z = NormalDist().inv_cdf(0.975)
+    q = {"b": [1, 2]}
+    for consistency in (None, "l2"):
+        release = DataCube(1.0, publish=1, consistency=consistency).release(hist, random_state=3)
+        lower, upper = release.interval(q)
+        answer, sd = release.answer(q), release.stddev(q)
+        assert sd > 0 and np.isclose(lower, answer - z * sd) and np.isclose(upper, answer + z * sd)
+    clamped = DataCube(1.0, publish=1, nonnegative=True).release(hist, random_state=3)
+    assert not clamped.linear_unbiased
+
+
 # -- spec 8.4: cuboids that were not published, derived online from the published ones -------------
 def test_derive_cuboid_rolls_up_the_least_noisy_published_superset() -> None:
     """Issue #16: a cuboid not published is summed from a published superset, with its variance

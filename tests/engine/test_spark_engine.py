@@ -81,9 +81,11 @@ def test_spark_policies_match_duckdb(engine: Any, tmp_path: Path) -> None:
     path = tmp_path / "bad.parquet"
     frame.to_parquet(path)
     with pytest.raises(
-        DataError, match=r"column age \(attribute 'age'\): 1 rows are outside the domain, e.g. 150"
+        DataError,
+        match=r"^3 of 500 rows .*column age \(attribute 'age'\): 1 rows are outside the domain "
+        r"\(1 above the range\), e\.g\. above the range: 150",
     ):
-        dpcube.histogram(path, SCHEMA, engine=engine)
+        dpcube.histogram(path, SCHEMA, engine=engine, show_values=True)
     for policy in ("drop",):
         expected = dpcube.histogram(path, SCHEMA, on_out_of_domain=policy)
         got = dpcube.histogram(path, SCHEMA, engine=engine, on_out_of_domain=policy)

@@ -191,20 +191,58 @@ def error_of(source: Any, **kwargs: Any) -> str:
 def test_out_of_domain_value_names_column_value_and_rows() -> None:
     df = people(500, seed=3)
     df.loc[[5, 6, 7], "age"] = 150
-    message = error_of(df)
+    message = error_of(df, show_values=True)
     assert "column age (attribute 'age')" in message
     assert "3 rows are outside the domain" in message and "150 (3 rows)" in message
     assert "on_out_of_domain='drop' or 'clip'" in message
 
 
+def test_out_of_domain_counts_every_cause_and_hides_values_by_default() -> None:
+    """Issue #13 part 6: the old message counted only the first cause of the first column (the
+    rows below the range) and printed raw private values."""
+    df = people(500, seed=3)
+    df["sex"] = df["sex"].astype(object)
+    df.loc[[1, 2], "age"] = -7  # below
+    df.loc[[3, 4, 5], "age"] = 150  # above
+    df.loc[[6], "age"] = np.nan  # NULL
+    df.loc[[6, 8], "sex"] = None  # NULL in another column; row 6 counted once in the total
+    df.loc[[9], "occ"] = "Pilot"  # unknown category
+    message = error_of(df)
+    assert message.startswith("8 of 500 rows cannot be counted: ")  # rows 1-6, 8, 9
+    assert (
+        "column age (attribute 'age'): 6 rows are outside the domain or NULL "
+        "(2 below the range, 3 above the range, 1 NULL)" in message
+    )
+    assert "column sex (attribute 'sex'): 2 rows are NULL (2 NULL)" in message
+    assert (
+        "column occ (attribute 'occupation'): 1 rows are outside the domain (1 not a known category)"
+        in message
+    )
+    for private in ("-7", "150", "Pilot", "None"):
+        assert private not in message, private
+    assert "--show-values" in message
+    shown = error_of(df, show_values=True)
+    assert "below the range: -7.0 (2 rows)" in shown and "'Pilot' (1 rows)" in shown
+    assert "--show-values" not in shown
+
+
+def test_out_of_domain_spatial_names_the_coordinate() -> None:
+    df = people(200, seed=3)
+    df.loc[[1], "lat"] = BBOX[0] - 1
+    df.loc[[2, 3], "lon"] = BBOX[3] + 1
+    message = error_of(df)
+    assert "rows are outside the domain (1 lat below the range, 2 lon above the range)" in message
+    assert message.startswith("3 of 200 rows")
+
+
 def test_below_range_and_unknown_category() -> None:
     df = people(500, seed=4)
     df.loc[[1, 2], "income"] = -5.0
-    message = error_of(df)
+    message = error_of(df, show_values=True)
     assert "column income" in message and "2 rows" in message and "-5.0" in message
     df = people(500, seed=4)
     df.loc[[3, 4, 9, 10], "occ"] = "Pilot"
-    message = error_of(df)
+    message = error_of(df, show_values=True)
     assert "column occ (attribute 'occupation')" in message and "'Pilot' (4 rows)" in message
 
 
@@ -212,7 +250,7 @@ def test_null_names_column_and_rows(tmp_path: Path) -> None:
     df = people(400, seed=5)
     df["sex"] = df["sex"].astype(object)
     df.loc[[0, 10], "sex"] = None
-    message = error_of(df)
+    message = error_of(df, show_values=True)
     assert "column sex (attribute 'sex'): 2 rows are NULL" in message and "None (2 rows)" in message
     csv = tmp_path / "nulls.csv"
     df.to_csv(csv, index=False)  # an empty field in CSV is NULL too
@@ -231,9 +269,13 @@ def test_wrong_type_for_an_ordinal(tmp_path: Path) -> None:
     assert (
         "column 'age' has type VARCHAR but attribute 'age' is ordinal and needs numbers" in message
     )
+    # the unparsable values are counted (issue #13 part 6), and not echoed
+    assert "(1 of 100 rows hold a value that is not a number)" in message
+    assert "forty" not in message
     csv = tmp_path / "t.csv"
     df.to_csv(csv, index=False)
     assert "column 'age' has type VARCHAR" in error_of(csv)
+    assert "(1 of 100 rows hold a value that is not a number)" in error_of(csv)
     df = people(100, seed=6)
     df["lon"] = "west"
     assert "attribute 'loc' is spatial and needs numbers" in error_of(df)
@@ -305,7 +347,7 @@ def test_clip_policy_moves_to_edge_bins() -> None:
 def test_clip_does_not_hide_nulls_or_unknown_categories() -> None:
     df = people(100, seed=10)
     df.loc[[1], "occ"] = "Pilot"
-    assert "'Pilot' (1 rows)" in error_of(df, on_out_of_domain="clip")
+    assert "'Pilot' (1 rows)" in error_of(df, on_out_of_domain="clip", show_values=True)
     df = people(100, seed=10)
     df.loc[[2], "income"] = np.nan
     assert "1 rows are NULL" in error_of(df, on_out_of_domain="clip")
@@ -326,14 +368,14 @@ def test_ordinal_edges_versus_range_and_width() -> None:
     )
     assert counts_1d(by_edges, "v", [0, 17.999, 18, 64, 65, 100, 100.5]) == [2, 2, 3]
     with pytest.raises(DataError, match=r"101.0 \(1 rows\)"):
-        counts_1d(by_edges, "v", [5, 101.0])  # the last edge is excluded
+        counts_1d(by_edges, "v", [5, 101.0], show_values=True)  # the last edge is excluded
     by_width = Schema.from_dict(
         {"attributes": [{"name": "v", "kind": "ordinal", "range": [0, 100], "width": 10}]}
     )
     # [0,10), ..., [90,100), and {100} in the last bin because the range includes hi.
     assert counts_1d(by_width, "v", [0, 9.99, 10, 99, 100]) == [2, 1, 0, 0, 0, 0, 0, 0, 0, 1, 1]
     with pytest.raises(DataError, match=r"100.5 \(1 rows\)"):
-        counts_1d(by_width, "v", [100.5])
+        counts_1d(by_width, "v", [100.5], show_values=True)
     odd = Schema.from_dict(
         {"attributes": [{"name": "v", "kind": "ordinal", "range": [0, 95], "width": 10}]}
     )

@@ -199,6 +199,7 @@ def cmd_release(args: argparse.Namespace) -> int:
     schema = Schema.from_file(args.schema) if args.schema else None
     params = parse_params(args.param)
     cls.check_cli_params(params)
+    cls.check_cli_engine(args)
     params = coerce_params(cls, params)
     try:
         mechanism = cls.from_cli(args, params)
@@ -440,6 +441,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         "--seed", type=int, default=None, help="seed the noise (the release is NOT for publication)"
     )
     p.add_argument("--on-out-of-domain", default="error", choices=["error", "drop", "clip"])
+    p.add_argument(
+        "--show-values",
+        action="store_true",
+        help="name the commonest out-of-domain values in the error (they are private data; "
+        "by default only their counts are printed)",
+    )
     p.add_argument(
         "--curator-log",
         default=None,

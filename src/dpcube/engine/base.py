@@ -4,8 +4,9 @@ Mechanisms never touch raw rows; they receive a :class:`dpcube.Histogram` (or, f
 that need other aggregates, ask an engine). An engine turns a source and a schema into the dense
 frequency matrix, applying the out-of-domain policy:
 
-- ``"error"`` (default): a NULL or out-of-domain value raises :class:`dpcube.errors.DataError`
-  naming the column, example values and the number of rows;
+- ``"error"`` (default): NULL or out-of-domain values raise :class:`dpcube.errors.DataError`
+  naming every such column with the rows of each cause (below, above, NULL, unknown category);
+  example values, which are private data, only with ``show_values=True`` (``--show-values``);
 - ``"drop"``: such rows are not counted; the count per attribute goes into the release report;
 - ``"clip"``: ordinal and spatial values outside the range are counted in the nearest edge bin;
   the count per attribute is reported (NULLs and unknown categories still raise).
@@ -46,6 +47,14 @@ class Engine(ABC):
 
     @abstractmethod
     def histogram(
-        self, source: Any, schema: Schema, *, on_out_of_domain: OutOfDomainPolicy = "error"
+        self,
+        source: Any,
+        schema: Schema,
+        *,
+        on_out_of_domain: OutOfDomainPolicy = "error",
+        show_values: bool = False,
     ) -> tuple[NDArray[np.int64], dict[str, Any]]:
-        """Counts in the schema's shape, and the data report (rows, dropped, clipped)."""
+        """Counts in the schema's shape, and the data report (rows, dropped, clipped).
+
+        Rows the policy does not cover raise :func:`dpcube.engine.sql.out_of_domain_error`; the
+        offending values (private data) are in its message only when ``show_values``."""

@@ -196,14 +196,21 @@ class DuckDBEngine(Engine):
     name = "duckdb"
 
     def histogram(
-        self, source: Any, schema: Schema, *, on_out_of_domain: OutOfDomainPolicy = "error"
+        self,
+        source: Any,
+        schema: Schema,
+        *,
+        on_out_of_domain: OutOfDomainPolicy = "error",
+        show_values: bool = False,
     ) -> tuple[NDArray[np.int64], dict[str, Any]]:
         nominal = tuple(a.column for a in schema.attributes if isinstance(a, Nominal))
         numeric = tuple(
             c for a in schema.attributes if not isinstance(a, Nominal) for c in a.columns
         )
         with reading(source), open_source(source, nominal, numeric) as view:
-            exprs = axis_expressions(schema, view.columns)
+            exprs = axis_expressions(
+                schema, view.columns, DUCKDB, lambda sql: view.sql(sql).fetchall()[0]
+            )
             select = ", ".join(f"{e} AS a{i}" for i, e in enumerate(exprs))
             keys = ", ".join(f"a{i}" for i in range(len(exprs)))
             result = view.sql(
@@ -223,7 +230,9 @@ class DuckDBEngine(Engine):
                     (r[0] if len(attr_columns) == 1 else tuple(r[:-1]), int(r[-1])) for r in rows
                 ]
 
-            return fill_counts(schema, codes, n, on_out_of_domain, examples)
+            return fill_counts(
+                schema, codes, n, on_out_of_domain, examples if show_values else None
+            )
 
 
 # -- data set identity --------------------------------------------------------------------------

@@ -71,7 +71,12 @@ class SparkEngine(Engine):
         )
 
     def histogram(
-        self, source: Any, schema: Schema, *, on_out_of_domain: OutOfDomainPolicy = "error"
+        self,
+        source: Any,
+        schema: Schema,
+        *,
+        on_out_of_domain: OutOfDomainPolicy = "error",
+        show_values: bool = False,
     ) -> tuple[NDArray[np.int64], dict[str, Any]]:
         df = self.frame(source)
         columns = {f.name: f.dataType.simpleString().upper() for f in df.schema.fields}
@@ -94,4 +99,4 @@ class SparkEngine(Engine):
             ).collect()
             return [(r[0] if len(attr_columns) == 1 else tuple(r[:-1]), int(r[-1])) for r in rows]
 
-        return fill_counts(schema, codes, n, on_out_of_domain, examples)
+        return fill_counts(schema, codes, n, on_out_of_domain, examples if show_values else None)

@@ -77,13 +77,34 @@ def _missing(column: str) -> str:
     return f"({column} IS NULL OR isnan(CAST({column} AS DOUBLE)))"
 
 
+#: ``run(sql) -> first row``: how :func:`axis_expressions` counts a text column's non-numbers.
+RowQuery = Callable[[str], tuple[Any, ...]]
+
+
+def unparsable_sql(column: str, dialect: Dialect = DUCKDB) -> str:
+    """SQL over ``src``: (rows, values of ``column`` that are not NULL and do not parse as a number).
+
+    >>> unparsable_sql("age")
+    'SELECT count(*), count(*) FILTER (WHERE "age" IS NOT NULL AND TRY_CAST("age" AS DOUBLE) IS NULL) FROM src'
+    """
+    c = dialect.ident(column)
+    return (
+        f"SELECT count(*), count(*) FILTER (WHERE {c} IS NOT NULL AND "
+        f"TRY_CAST({c} AS DOUBLE) IS NULL) FROM src"
+    )
+
+
 def axis_expressions(
-    schema: Schema, columns: dict[str, str], dialect: Dialect = DUCKDB
+    schema: Schema,
+    columns: dict[str, str],
+    dialect: Dialect = DUCKDB,
+    run: RowQuery | None = None,
 ) -> list[str]:
     """One SQL expression per axis giving the bin index or a negative code (module docstring).
 
     ``columns`` maps the source's column names to their SQL types; a missing column or a
-    non-numeric column under an ordinal or spatial attribute raises :class:`DataError`.
+    non-numeric column under an ordinal or spatial attribute raises :class:`DataError`, which
+    says how many of the column's values are not numbers when ``run`` can query the source.
     """
     exprs: list[str] = []
     for attr in schema.attributes:
@@ -95,10 +116,14 @@ def axis_expressions(
                 )
             kind = columns[col].split("(")[0].upper()
             if isinstance(attr, Ordinal | Spatial) and kind not in dialect.numeric_types:
+                counted = ""
+                if run is not None:
+                    rows, bad = (int(x) for x in run(unparsable_sql(col, dialect))[:2])
+                    counted = f" ({bad:,} of {rows:,} rows hold a value that is not a number)"
                 raise DataError(
                     f"column {col!r} has type {columns[col]} but attribute {attr.name!r} is "
-                    f"{'ordinal' if isinstance(attr, Ordinal) else 'spatial'} and needs numbers; "
-                    "clean the column or declare the attribute nominal"
+                    f"{'ordinal' if isinstance(attr, Ordinal) else 'spatial'} and needs "
+                    f"numbers{counted}; clean the column or declare the attribute nominal"
                 )
         if isinstance(attr, Ordinal):
             c = dialect.ident(attr.column)
@@ -148,17 +173,97 @@ def offending_values_sql(columns: tuple[str, ...], expr: str, code: int, dialect
 ExampleFinder = Callable[[int, int], list[tuple[Any, int]]]
 
 
+def _cause(attr: Any, code: int, part: int) -> str:
+    """What a negative code on the ``part``-th axis of ``attr`` means, in words."""
+    if code == NULL:
+        return "NULL"
+    if isinstance(attr, Nominal):
+        return "not a known category"
+    where = "below the range" if code == BELOW else "above the range"
+    return f"{attr.columns[part]} {where}" if len(attr.columns) > 1 else where
+
+
+#: ``(axis, attribute, axis index within the attribute, {code: rows})``.
+Problem = tuple[int, Any, int, dict[int, int]]
+
+
+def out_of_domain_error(
+    problems: list[Problem], *, rows: int, affected: int, examples: ExampleFinder | None = None
+) -> DataError:
+    """One error line naming every attribute with rows the policy does not cover, and every cause.
+
+    ``affected`` is the number of distinct rows concerned, of ``rows`` read. The offending values
+    are private data: they are shown only when ``examples`` is given (``show_values=True``,
+    ``--show-values``).
+
+    >>> spec = {"name": "age", "kind": "ordinal", "range": [0, 99], "width": 1}
+    >>> age = Schema.from_dict({"attributes": [spec]})["age"]
+    >>> print(out_of_domain_error([(0, age, 0, {BELOW: 3, ABOVE: 2, NULL: 1})], rows=10, affected=6))
+    6 of 10 rows cannot be counted: column age (attribute 'age'): 6 rows are outside the domain or NULL (3 below the range, 2 above the range, 1 NULL); drop them with on_out_of_domain='drop' (--on-out-of-domain drop) or fix the data (the values are private and not shown; show_values=True or --show-values prints the commonest)
+    """
+    by_attr: dict[str, list[Problem]] = {}
+    for problem in problems:
+        by_attr.setdefault(problem[1].name, []).append(problem)
+    parts: list[str] = []
+    needs_fix = False
+    for group in by_attr.values():
+        attr = group[0][1]
+        causes: list[tuple[int, int, int, int]] = []  # (axis, part, code, rows)
+        for axis, _, part, by_code in group:
+            for code in (BELOW, ABOVE, NULL):
+                seen_null = any(c == NULL for _, _, c, _ in causes)
+                if by_code.get(code) and not (code == NULL and seen_null):  # NULL: every axis
+                    causes.append((axis, part, code, by_code[code]))
+        codes = {code for _, _, code, _ in causes}
+        what = (
+            "NULL"
+            if codes == {NULL}
+            else "outside the domain"
+            if NULL not in codes
+            else "outside the domain or NULL"
+        )
+        listed = ", ".join(f"{k:,} {_cause(attr, c, part)}" for _, part, c, k in causes)
+        # a point can be off the box on both coordinates: then only the causes are counted
+        parts_hit = {part for _, part, code, _ in causes if code != NULL}
+        total = "" if len(parts_hit) > 1 else f"{sum(k for *_, k in causes):,} "
+        text = f"column {', '.join(attr.columns)} (attribute {attr.name!r}): {total}rows are {what} ({listed})"
+        if examples is not None:
+            shown = "; ".join(
+                f"{_cause(attr, c, part)}: "
+                + ", ".join(f"{v!r} ({n} rows)" for v, n in examples(axis, c))
+                for axis, part, c, _ in causes
+            )
+            text += f", e.g. {shown}"
+        parts.append(text)
+        needs_fix = needs_fix or NULL in codes or isinstance(attr, Nominal)
+    fix = (
+        "drop them with on_out_of_domain='drop' (--on-out-of-domain drop) or fix the data"
+        if needs_fix
+        else "widen the attribute's range, or choose on_out_of_domain='drop' or 'clip'"
+    )
+    hint = (
+        ""
+        if examples is not None
+        else " (the values are private and not shown; show_values=True or --show-values prints "
+        "the commonest)"
+    )
+    return DataError(
+        f"{affected:,} of {rows:,} rows cannot be counted: {'; '.join(parts)}; {fix}{hint}"
+    )
+
+
 def fill_counts(
     schema: Schema,
     codes: NDArray[np.int64],
     n: NDArray[np.int64],
     policy: OutOfDomainPolicy,
-    examples: ExampleFinder,
+    examples: ExampleFinder | None = None,
 ) -> tuple[NDArray[np.int64], dict[str, Any]]:
     """Dense counts from grouped codes ``(groups, axes)`` and their sizes, under ``policy``.
 
-    Raises :class:`DataError` for the first axis with NULL or out-of-domain rows that the policy
-    does not cover, naming the column, example values and the number of rows.
+    Raises :class:`DataError` (:func:`out_of_domain_error`) naming every attribute with NULL or
+    out-of-domain rows that the policy does not cover, with the rows of each cause; the offending
+    values are shown only when ``examples`` is given.
     """
     codes = codes.copy()
     shape = np.array(schema.shape, dtype=np.int64)
@@ -167,26 +272,24 @@ def fill_counts(
     clipped: dict[str, int] = {}
     bad = (codes < 0).any(axis=1)
     if bad.any():
+        problems: list[Problem] = []
+        uncovered = np.zeros(len(n), dtype=bool)
         for axis, attr in enumerate(axis_attr):
-            col_codes = codes[bad, axis]
+            by_code: dict[int, int] = {}
             for code in (NULL, BELOW, ABOVE):
-                hit = col_codes == code
+                hit = codes[:, axis] == code
                 if not hit.any():
                     continue
-                count = int(n[bad][hit].sum())
                 can_clip = code in (BELOW, ABOVE) and not isinstance(attr, Nominal)
                 if policy == "error" or (policy == "clip" and not can_clip):
-                    shown = ", ".join(f"{v!r} ({c} rows)" for v, c in examples(axis, code))
-                    what = "NULL" if code == NULL else "outside the domain"
-                    fix = (
-                        "drop them with on_out_of_domain='drop' (--on-out-of-domain drop) or fix the data"
-                        if code == NULL or isinstance(attr, Nominal)
-                        else "widen the attribute's range, or choose on_out_of_domain='drop' or 'clip'"
-                    )
-                    raise DataError(
-                        f"column {', '.join(attr.columns)!s} (attribute {attr.name!r}): {count} rows are "
-                        f"{what}, e.g. {shown}; {fix}"
-                    )
+                    by_code[code] = int(n[hit].sum())
+                    uncovered |= hit
+            if by_code:
+                problems.append((axis, attr, schema.axes[axis][1], by_code))
+        if problems:
+            raise out_of_domain_error(
+                problems, rows=int(n.sum()), affected=int(n[uncovered].sum()), examples=examples
+            )
         if policy == "clip":
             for axis, attr in enumerate(axis_attr):
                 for code, target in ((BELOW, 0), (ABOVE, int(shape[axis]) - 1)):

@@ -174,9 +174,11 @@ def main(argv: list[str]) -> int:
                         flush=True,
                     )
     summary = pd.DataFrame()
+    written: list[Path] = []
     if rows:
         runs = pd.DataFrame(rows)
         runs.to_csv(args.out / "census_runs.csv", index=False)
+        written.append(args.out / "census_runs.csv")
         cols = [
             c
             for c in runs.columns
@@ -185,6 +187,7 @@ def main(argv: list[str]) -> int:
         keys = ["dataset", "epsilon", "method", "noise_mode", "private"]
         summary = runs.groupby(keys, sort=False)[cols].mean().reset_index()
         summary.to_csv(args.out / "census_table7.csv", index=False)
+        written.append(args.out / "census_table7.csv")
     scaling = []
     for k in [int(x) for x in args.scaling_ks.split(",") if x]:
         t = census_table(scale=args.scale, max_size=k, seed=0)
@@ -196,17 +199,33 @@ def main(argv: list[str]) -> int:
             )
     if scaling:
         pd.DataFrame(scaling).to_csv(args.out / "census_scaling.csv", index=False)
-    _plots(summary, pd.DataFrame(scaling), args.out)
-    print(f"wrote {args.out}/census_runs.csv, census_table7.csv, census_scaling.csv and PNG plots")
+        written.append(args.out / "census_scaling.csv")
+    written += _plots(summary, pd.DataFrame(scaling), args.out)
+    print(written_line(written))
     return 0
 
 
-def _plots(summary: Any, scaling: Any, out: Path) -> None:
+def written_line(paths: list[Path]) -> str:
+    """What a run wrote, file by file, so that no file is claimed that was not written.
+
+    >>> written_line([])
+    'wrote nothing (no data set, method or k selected)'
+    >>> written_line([Path("out/a.csv"), Path("out/b.png")])
+    'wrote out/a.csv, out/b.png'
+    """
+    if not paths:
+        return "wrote nothing (no data set, method or k selected)"
+    return "wrote " + ", ".join(str(p) for p in paths)
+
+
+def _plots(summary: Any, scaling: Any, out: Path) -> list[Path]:
+    """The runtime and error figures; returns the files written."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    written: list[Path] = []
     for dname, part in summary.groupby("dataset") if len(summary) else []:
         fig, axes = plt.subplots(1, 2, figsize=(10, 4))
         for (method, mode), g in part.groupby(["method", "noise_mode"]):
@@ -220,6 +239,7 @@ def _plots(summary: Any, scaling: Any, out: Path) -> None:
         axes[1].legend(fontsize=7)
         fig.tight_layout()
         fig.savefig(out / f"census_{dname.split()[0].lower()}.png", dpi=90)
+        written.append(out / f"census_{dname.split()[0].lower()}.png")
         plt.close(fig)
     if len(scaling):
         fig, ax = plt.subplots(figsize=(5, 4))
@@ -235,4 +255,6 @@ def _plots(summary: Any, scaling: Any, out: Path) -> None:
         ax.legend(fontsize=7)
         fig.tight_layout()
         fig.savefig(out / "census_scaling.png", dpi=90)
+        written.append(out / "census_scaling.png")
         plt.close(fig)
+    return written

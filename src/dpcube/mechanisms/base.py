@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcube.errors import BudgetError, DataError
+from dpcube.errors import BudgetError, DataError, UsageError
 from dpcube.histogram import Histogram
 from dpcube.privacy.accounting import charge_release
 from dpcube.privacy.ledger import BudgetLedger, validate_privacy
@@ -161,6 +161,26 @@ class Mechanism(ABC):
         return names
 
     @classmethod
+    def counting_engines(cls, args: argparse.Namespace) -> tuple[tuple[str, ...], str]:
+        """The ``--engine`` values :meth:`cli_data` counts with for ``args``, and why not others.
+
+        Every engine by default (:meth:`cli_data` builds a histogram, which any engine counts); a
+        mechanism that counts its input elsewhere narrows this, so that no flag is ignored.
+        """
+        return ("duckdb", "spark"), ""
+
+    @classmethod
+    def check_cli_engine(cls, args: argparse.Namespace) -> None:
+        """Refuse an ``--engine`` that :meth:`cli_data` would not use (before any counting)."""
+        engine = getattr(args, "engine", "duckdb")
+        engines, why = cls.counting_engines(args)
+        if engine not in engines:
+            raise UsageError(
+                f"--engine {engine}: --mechanism {cls.name} counts its input with "
+                f"{' or '.join(engines)} only{why}; rerun without --engine {engine}"
+            )
+
+    @classmethod
     def check_cli_params(cls, params: dict[str, Any]) -> None:
         """Refuse an unknown ``--param`` name, with the names this mechanism accepts."""
         accepted = cls.accepted_params()
@@ -184,6 +204,7 @@ class Mechanism(ABC):
             on_out_of_domain=args.on_out_of_domain,
             engine=getattr(args, "engine", "duckdb"),
             dataset=getattr(args, "dataset_identity", None),
+            show_values=bool(getattr(args, "show_values", False)),
         )
 
     # -- scikit-learn style parameters ---------------------------------------------------------

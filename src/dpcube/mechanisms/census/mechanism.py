@@ -279,6 +279,10 @@ class CensusHierarchy(Mechanism):
         )
 
     @classmethod
+    def counting_engines(cls, args: argparse.Namespace) -> tuple[tuple[str, ...], str]:
+        return ("duckdb",), " (the group-size table is computed in DuckDB)"
+
+    @classmethod
     def cli_data(cls, args: argparse.Namespace, schema: Schema | None) -> Any:
         missing = [
             flag
@@ -302,6 +306,7 @@ class CensusHierarchy(Mechanism):
             max_size=args.max_size,
             top_code=bool(getattr(args, "top_code", False)),
             dataset=getattr(args, "dataset_identity", None),
+            show_values=bool(getattr(args, "show_values", False)),
         )
 
     # -- releasing ------------------------------------------------------------------------------

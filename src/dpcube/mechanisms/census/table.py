@@ -143,6 +143,7 @@ def group_sizes(
     max_size: int,
     top_code: bool = False,
     dataset: str | None = None,
+    show_values: bool = False,
 ) -> GroupSizeTable:
     """Group-size table of person-level data (spec section 1.1), computed in DuckDB.
 
@@ -152,8 +153,10 @@ def group_sizes(
     :class:`RegionHierarchy`, a path to a hierarchy file, or a ``{region: parent}`` mapping.
 
     Errors: a unit in two leaf regions, a region missing from the hierarchy, a group larger than
-    ``max_size`` (unless ``top_code``), a NULL unit or region. ``dataset`` names the data set
-    for its budget ledger (default: the fingerprint of ``source``).
+    ``max_size`` (unless ``top_code``), a NULL unit or region. The errors count the units and
+    regions concerned; unit ids and region values from the data (private) are named only with
+    ``show_values=True`` (CLI ``--show-values``). ``dataset`` names the data set for its budget
+    ledger (default: the fingerprint of ``source``).
     """
     from dpcube.engine.duckdb_engine import open_source
     from dpcube.engine.sql import DUCKDB
@@ -181,17 +184,34 @@ def group_sizes(
             f"max(CAST({r} AS VARCHAR)) AS region2, count(*) AS size FROM src GROUP BY {u}"
         )
         rows = view.sql(
-            f"SELECT unit, region, region2 FROM ({units}) WHERE region <> region2 LIMIT 1"
+            f"SELECT unit, region, region2, count(*) OVER () FROM ({units}) "
+            "WHERE region <> region2 LIMIT 1"
         ).fetchall()
         if rows:
             bad = rows[0]
+            example = (
+                f", e.g. unit {bad[0]!r} in {bad[1]!r} and {bad[2]!r}"
+                if show_values
+                else " (ids not shown: they are private; show_values=True or --show-values names one)"
+            )
             raise DataError(
-                f"unit {bad[0]!r} (column {unit!r}) spans several leaf regions ({bad[1]!r}, "
-                f"{bad[2]!r} in column {region!r}); each group must lie in exactly one leaf region"
+                f"{bad[3]:,} units (column {unit!r}) span several leaf regions of column "
+                f"{region!r}{example}; each group must lie in exactly one leaf region"
             )
         frame = view.sql(
             f"SELECT region, size, count(*) AS count, sum(size) AS persons FROM ({units}) GROUP BY region, size"
         ).df()
+    unknown = sorted(set(frame["region"].astype(str)) - set(h.names))
+    if unknown:
+        named = (
+            f": {', '.join(repr(x) for x in unknown[:3])}{', ...' if len(unknown) > 3 else ''}"
+            if show_values
+            else " (values not shown; show_values=True or --show-values names them)"
+        )
+        raise DataError(
+            f"{len(unknown):,} values of column {region!r} are missing from the hierarchy{named}; "
+            "add them to the hierarchy or fix the data"
+        )
     table = GroupSizeTable.from_frame(frame, h, max_size=max_size, top_code=top_code)
     table.persons = int(frame["persons"].sum())
     table.report = {"groups": table.groups, "persons": table.persons, "max_size": table.max_size}

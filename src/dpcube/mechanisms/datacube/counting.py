@@ -20,7 +20,15 @@ from numpy.typing import NDArray
 
 from dpcube.engine.base import POLICIES, policy_report
 from dpcube.engine.duckdb_engine import axis_expressions, open_source
-from dpcube.engine.sql import ABOVE, BELOW, DUCKDB, NULL, offending_values_sql
+from dpcube.engine.sql import (
+    ABOVE,
+    BELOW,
+    DUCKDB,
+    NULL,
+    Problem,
+    offending_values_sql,
+    out_of_domain_error,
+)
 from dpcube.errors import DataError
 from dpcube.histogram import Histogram
 from dpcube.mechanisms.datacube.geometry import CubeGeometry
@@ -57,12 +65,15 @@ def counts_from_source(
     masks: Sequence[int],
     on_out_of_domain: str = "error",
     weight: SumMeasure | None = None,
+    show_values: bool = False,
 ) -> tuple[dict[int, NDArray[np.int64]], dict[str, Any]]:
     """Count the cuboids ``masks`` of ``source`` with one DuckDB GROUPING SETS query.
 
     With ``weight`` each cell holds the sum of the rows' measure values (rounded to integers and
     clipped to the measure's bounds, spec 8.3) instead of their number; a row whose measure is
-    NULL is refused (``on_out_of_domain="error"``) or dropped from every cuboid.
+    NULL is refused (``on_out_of_domain="error"``) or dropped from every cuboid. Rows the policy
+    does not cover raise :func:`dpcube.engine.sql.out_of_domain_error` (every cause counted;
+    offending values only with ``show_values``).
 
     Returns the cuboids (lattice layout) and the data report of :func:`dpcube.engine.base.policy_report`.
     """
@@ -73,7 +84,9 @@ def counts_from_source(
     schema = geo.schema
     lat = geo.lattice
     with open_source(source) as view:
-        exprs = axis_expressions(schema, view.columns)
+        exprs = axis_expressions(
+            schema, view.columns, DUCKDB, lambda sql: view.sql(sql).fetchall()[0]
+        )
         axis_attr = [schema[name] for name, _ in schema.axes]
         codes = ", ".join(f"{e} AS a{i}" for i, e in enumerate(exprs))
         measure_report: dict[str, Any] = {}
@@ -115,25 +128,17 @@ def counts_from_source(
         clipped: dict[str, int] = {}
         dropped: dict[str, int] = {}
         keys = [f"a{i}" for i in range(len(exprs))]
+        problems: list[Problem] = []
         for i, attr in enumerate(axis_attr):
+            by_code: dict[int, int] = {}
             for j, code in enumerate((BELOW, NULL, ABOVE)):
                 count = int(bad[i, j])
                 if not count:
                     continue
                 can_clip = code in (BELOW, ABOVE) and not isinstance(attr, Nominal)
                 if on_out_of_domain == "error" or (on_out_of_domain == "clip" and not can_clip):
-                    found = view.sql(
-                        offending_values_sql(attr.columns, exprs[i], code, DUCKDB)
-                    ).fetchall()
-                    shown = ", ".join(
-                        f"{r[0] if len(r) == 2 else tuple(r[:-1])!r} ({r[-1]} rows)" for r in found
-                    )
-                    what = "NULL" if code == NULL else "outside the domain"
-                    raise DataError(
-                        f"column {', '.join(attr.columns)} (attribute {attr.name!r}): {count} rows are "
-                        f"{what}, e.g. {shown}; drop them with on_out_of_domain='drop' or fix the data"
-                    )
-                if on_out_of_domain == "clip":
+                    by_code[code] = count
+                elif on_out_of_domain == "clip":
                     clipped[attr.name] = clipped.get(attr.name, 0) + count
                     top = schema.shape[i] - 1
                     keys[i] = (
@@ -141,6 +146,29 @@ def counts_from_source(
                     )
                 else:
                     dropped[attr.name] = dropped.get(attr.name, 0) + count
+            if by_code:
+                problems.append((i, attr, schema.axes[i][1], by_code))
+        if problems:
+            uncovered = " OR ".join(
+                f"a{i} IN ({', '.join(str(c) for c in by_code)})" for i, _, _, by_code in problems
+            )
+            affected = view.sql(
+                f"SELECT count(*) FROM (SELECT {codes} FROM src) WHERE {uncovered}"
+            ).fetchall()[0][0]
+
+            def examples(axis: int, code: int) -> list[tuple[Any, int]]:
+                columns = axis_attr[axis].columns
+                found = view.sql(
+                    offending_values_sql(columns, exprs[axis], code, DUCKDB)
+                ).fetchall()
+                return [(r[0] if len(r) == 2 else tuple(r[:-1]), int(r[-1])) for r in found]
+
+            raise out_of_domain_error(
+                problems,
+                rows=rows,
+                affected=int(affected),
+                examples=examples if show_values else None,
+            )
         binned = ", ".join(f"{k} AS b{i}" for i, k in enumerate(keys)) + (
             ", w" if weight is not None else ""
         )

@@ -70,6 +70,8 @@ class CubeSource:
     on_out_of_domain: str = "error"
     #: The data set's name for its budget ledger (default: the fingerprint of ``source``).
     name: str | None = None
+    #: Print the commonest out-of-domain values (private data) in the error message.
+    show_values: bool = False
 
     @property
     def report(self) -> dict[str, Any]:
@@ -297,7 +299,12 @@ class DataCube(Mechanism):
         if isinstance(data, Histogram):
             return counts_from_histogram(plan.geometry, data, sources), dict(data.report)
         return counts_from_source(
-            plan.geometry, data.source, sources, data.on_out_of_domain, self.sum_measure
+            plan.geometry,
+            data.source,
+            sources,
+            data.on_out_of_domain,
+            self.sum_measure,
+            show_values=data.show_values,
         )
 
     # -- releasing -----------------------------------------------------------------------------
@@ -380,6 +387,10 @@ class DataCube(Mechanism):
             raise QueryError(f"datacube: bad --param ({exc})") from None
 
     @classmethod
+    def counting_engines(cls, args: argparse.Namespace) -> tuple[tuple[str, ...], str]:
+        return ("duckdb",), " (the measured cuboids are counted with DuckDB GROUPING SETS)"
+
+    @classmethod
     def cli_data(cls, args: argparse.Namespace, schema: Schema | None) -> Any:
         from dpcube.errors import SchemaError
 
@@ -390,6 +401,7 @@ class DataCube(Mechanism):
             schema,
             getattr(args, "on_out_of_domain", "error"),
             getattr(args, "dataset_identity", None),
+            bool(getattr(args, "show_values", False)),
         )
 
     # -- conformance -----------------------------------------------------------------------------

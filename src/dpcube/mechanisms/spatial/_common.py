@@ -228,6 +228,12 @@ class SpatialMechanism(Mechanism):
         return cls(epsilon=args.epsilon, delta=args.delta, neighbour=args.neighbour, **params)
 
     @classmethod
+    def counting_engines(cls, args: argparse.Namespace) -> tuple[tuple[str, ...], str]:
+        if getattr(args, "user_column", None):
+            return ("duckdb",), " with --user-column (contributions are bounded in DuckDB)"
+        return super().counting_engines(args)
+
+    @classmethod
     def cli_data(cls, args: argparse.Namespace, schema: Schema | None) -> Any:
         user_column = getattr(args, "user_column", None)
         if not user_column:
@@ -248,6 +254,7 @@ class SpatialMechanism(Mechanism):
             bound,
             on_out_of_domain=args.on_out_of_domain,
             dataset=getattr(args, "dataset_identity", None),
+            show_values=bool(getattr(args, "show_values", False)),
         )
 
     @property

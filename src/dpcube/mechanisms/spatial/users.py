@@ -31,12 +31,14 @@ def bound_contributions(
     on_out_of_domain: OutOfDomainPolicy = "error",
     seed: float | None = None,
     dataset: str | None = None,
+    show_values: bool = False,
 ) -> Histogram:
     """The histogram of ``source`` with at most ``max_points`` points per value of ``user_column``.
 
     ``seed`` (in [-1, 1]) makes DuckDB's choice of points reproducible (tests); by default it is
     seeded by DuckDB. A NULL user id is refused (it would merge unrelated people into one user).
     ``dataset`` names the data set for its budget ledger (default: the fingerprint of ``source``).
+    ``show_values`` puts the commonest out-of-domain values (private data) in the error message.
     """
     if isinstance(max_points, bool) or int(max_points) != max_points or int(max_points) < 1:
         raise DataError(f"max_points must be a positive integer, got {max_points!r}")
@@ -66,7 +68,7 @@ def bound_contributions(
             f"(SELECT *, random() AS dpcube_key FROM src)) WHERE dpcube_rank <= {c}"
         )
         counts, report = DuckDBEngine().histogram(
-            bounded, schema, on_out_of_domain=on_out_of_domain
+            bounded, schema, on_out_of_domain=on_out_of_domain, show_values=show_values
         )
     report.update(
         contribution_bound=c,
