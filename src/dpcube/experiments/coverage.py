@@ -166,7 +166,8 @@ def summary_table(rows: list[dict[str, Any]]) -> str:
             share = np.mean([r["assumed_share_heavy"] for r in rs])
             heavy = np.nanmean([r["coverage_heavy"] for r in rs]) if share > 0 else np.nan
             light = np.nanmean([r["coverage_light"] for r in rs]) if share < 1 else np.nan
-            split = f"| {100 * share:.0f} % | {100 * heavy:.0f} % / {100 * light:.0f} % |"
+            there, rest = (f"{100 * x:.0f} %" if np.isfinite(x) else "-" for x in (heavy, light))
+            split = f"| {100 * share:.0f} % | {there} / {rest} |"
         lines.append(
             f"| {d} | {m} | {e:g} | {100 * cov.mean():.1f} % ({100 * cov.min():.0f}..{100 * cov.max():.0f}) "
             f"| {width:.4g} | {ratio:.2f} | {ok} " + split

@@ -268,6 +268,10 @@ def bootstrap_errors(
     out = np.empty((len(reps), len(target)))
     for b, rep in enumerate(reps):
         out[b] = np.asarray(rep.answer_many(queries), dtype=np.float64) - target
+        # A cached replicate keeps its compact form only: its summed-area table (8 bytes a cell,
+        # 8 MB on 1024 x 1024) times `runs` would not fit; it is rebuilt on the next call.
+        if getattr(rep, "_prefix", None) is not None:
+            rep._prefix = None  # type: ignore[attr-defined]
     return out
 
 
