@@ -55,6 +55,7 @@ BENCHMARKS: dict[str, str] = {
 #: and sets ``func`` (``handler(args) -> int``) as its default.
 COMMANDS: dict[str, str] = {
     "plan": "dpcube.mechanisms.matrix.plan:register",
+    "audit": "dpcube.cli.audit:register",
 }
 
 
