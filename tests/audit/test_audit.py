@@ -85,6 +85,24 @@ class ExactMedianSplit(Identity):
         return CellRelease(data.schema, metadata, cells, UniformCellVariance(float(draw.variance)))
 
 
+class TextbookFloatLaplace(Identity):
+    """Identity with textbook floating-point Laplace noise (inverse CDF on a 53-bit uniform):
+    the distribution is right, but x + noise lands on a coarser float grid than noise alone, so
+    the low-order bits tell x apart (Mironov, CCS 2012). The project's samplers exclude this."""
+
+    name = "textbook-float-laplace"
+
+    def _release(self, data: Histogram, source: RandomSource, metadata: ReleaseMetadata) -> Any:
+        n = data.counts.size
+        if source.noiseless:
+            return CellRelease(data.schema, metadata, data.counts.astype(np.float64))
+        u = (source.words(n) >> np.uint64(11)).astype(np.float64) * 2.0**-53 - 0.5
+        u = np.where(np.abs(u) < 0.5, u, 0.0)  # the one word that would give ln(0)
+        noise = -np.sign(u) * np.log1p(-2 * np.abs(u)) / self.epsilon
+        cells = data.counts.astype(np.float64) + noise.reshape(data.counts.shape)
+        return CellRelease(data.schema, metadata, cells, UniformCellVariance(2 / self.epsilon**2))
+
+
 def _line_schema(cells: int) -> Schema:
     return Schema.from_dict(
         {"attributes": [{"name": "x", "kind": "ordinal", "range": [0, cells - 1], "width": 1}]}
@@ -186,6 +204,18 @@ def test_flags_census_as_published_noise_and_passes_calibrated() -> None:
     assert not ok.violation, ok.line()
 
 
+def test_flags_textbook_float_laplace_through_its_low_bits() -> None:
+    # With x = 0 the output is the noise itself: in (-0.5, 0.5) it carries binary digits beyond
+    # 2**-53 about half the time (P(|noise| < 0.5) = 1 - e^-0.5 = 0.39 at scale 1). With x = 1 the
+    # output 1 + noise is rounded to a multiple of 2**-53 (Sterbenz), never finer: the event
+    # "more than 53 binary digits" has probability ~0.2 against 0, an unbounded loss; 300 runs
+    # a side bound it near ln(0.15 / 0.015) = 2.3 > 1.
+    case = Case("float-laplace", _line_schema(2), lambda n: TextbookFloatLaplace(1.0, neighbour=n))
+    result = audit(case, "add_remove", runs=300, seed=4, pairs=1)
+    assert result.violation, result.line()
+    assert "binary digits" in result.event, result.line()
+
+
 def test_neighbour_search_finds_the_split_point() -> None:
     # On a base whose median sits between cells, the pair ranked first moves the split: the
     # noiseless releases differ in more than one count (a structural change, not a single count).
@@ -277,11 +307,12 @@ def test_cli_audit_on_a_given_schema(tmp_path: Path, capsys: pytest.CaptureFixtu
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--all", "--param", "noise=gaussian"], "--param applies to --mechanism only"),
-        (["--all", "--schema", "s.yaml"], "--schema applies to --mechanism only"),
+        (["--all", "--param", "noise=gaussian"], "--param applies to --mechanism without --all"),
+        (["--all", "--schema", "s.yaml"], "--schema applies to --mechanism without --all"),
         (["--mechanism", "identity", "--param", "bogus=1"], "has no such parameter"),
         (["--mechanism", "identity", "--param", "epsilon=2"], "use --epsilon"),
         (["--mechanism", "identity", "--runs", "3"], "--runs 3"),
+        (["--runs", "30"], "give --mechanism NAME"),
         (["--mechanism", "identity", "--confidence", "1.5"], "--confidence 1.5"),
     ],
 )

@@ -266,12 +266,18 @@ def projections(
     noiseless_shift: NDArray[np.float64] | None = None,
 ) -> list[tuple[str, Callable[[NDArray[np.float64]], NDArray[np.float64]]]]:
     """Scalar projections of the released vector chosen from the selection samples: every
-    coordinate, the number of equal consecutive coordinates (the released structure), the
+    coordinate, the binary digits of each fractional coordinate (:func:`fraction_digits`), the
+    number of equal consecutive coordinates (the released structure), the
     standardised difference-of-means direction, and the minimum (and maximum) of the standardised
     coordinates that move most (product events of a shifted noise vector). The difference of the
     noiseless releases, where given, is a second (noise-free) direction."""
     width = y0.shape[1]
     out: list[tuple[str, Projection]] = [(f"y[{j}]", _coordinate(j)) for j in range(width)]
+    fractional = np.flatnonzero(
+        np.any(np.isfinite(y0) & (y0 != np.round(y0)), axis=0)
+        | np.any(np.isfinite(y1) & (y1 != np.round(y1)), axis=0)
+    )
+    out.extend((f"binary digits of y[{j}]", _binary_digits(int(j))) for j in fractional)
     if width > 1:
         out.append(("equal neighbouring coordinates", _equal_neighbours))
         for j in range(min(width - 1, _MAX_EQUALITY_PROJECTIONS)):
@@ -294,6 +300,31 @@ Projection = Callable[[NDArray[np.float64]], NDArray[np.float64]]
 def _coordinate(j: int) -> Projection:
     def project(y: NDArray[np.float64]) -> NDArray[np.float64]:
         return np.nan_to_num(y[:, j], nan=-np.inf)
+
+    return project
+
+
+def fraction_digits(y: NDArray[np.float64]) -> NDArray[np.float64]:
+    """How many binary digits after the point a float has (its lowest set bit is 2**-digits):
+    the low-order bits by which textbook floating-point Laplace noise leaks the input (Mironov,
+    CCS 2012, Sec. 3): ``x + noise`` rounds to a coarser grid than ``noise`` alone near 0.
+
+    >>> fraction_digits(np.array([0.75, 3.0, 2.0**-60, 1.0 + 2.0**-52, 0.0]))
+    array([ 2.,  0., 60., 52., nan])
+    """
+    y = np.asarray(y, dtype=np.float64)
+    out = np.full(y.shape, np.nan)
+    ok = np.isfinite(y) & (y != 0)
+    mantissa, exponent = np.frexp(np.abs(y[ok]))
+    integer = (mantissa * 2.0**53).astype(np.int64)
+    lowest = integer & -integer
+    out[ok] = 53 - exponent - (np.frexp(lowest.astype(np.float64))[1] - 1)
+    return out
+
+
+def _binary_digits(j: int) -> Projection:
+    def project(y: NDArray[np.float64]) -> NDArray[np.float64]:
+        return np.nan_to_num(fraction_digits(y[:, j]), nan=-np.inf)
 
     return project
 
