@@ -85,7 +85,7 @@ def epsilon_lower_bound(
     together with probability ``confidence``. Returns 0.0 when nothing can be concluded.
 
     >>> round(epsilon_lower_bound(880, 1000, 120, 1000), 3)
-    1.807
+    1.801
     >>> epsilon_lower_bound(500, 1000, 480, 1000)
     0.0
     """
