@@ -54,6 +54,9 @@ from dpcube.testing.conformance import Case, case_neighbours, neighbouring_pairs
 
 #: Default confidence of a reported lower bound.
 DEFAULT_CONFIDENCE = 0.95
+#: Order of magnitude of the events scored in a selection half (the Bonferroni factor of its
+#: scoring confidence).
+_SELECTION_EVENTS = 1000
 #: Consecutive-coordinate equality indicators tried as projections (the released structure).
 _MAX_EQUALITY_PROJECTIONS = 64
 
@@ -228,11 +231,17 @@ def _view(case: Case, mechanism: Any, counts: NDArray[np.int64], random_state: A
 
 
 def sample_outputs(
-    case: Case, mechanism: Any, counts: NDArray[np.int64], runs: int, rng: np.random.Generator
+    case: Case,
+    mechanism: Any,
+    counts: NDArray[np.int64],
+    runs: int,
+    rng: np.random.Generator,
+    min_width: int = 0,
 ) -> NDArray[np.float64]:
-    """``runs`` releases of ``counts`` (seeded from ``rng``, unaccounted), one vector a row."""
+    """``runs`` releases of ``counts`` (seeded from ``rng``, unaccounted), one vector a row
+    (padded with NaN to the longest, and to at least ``min_width``)."""
     rows = [_view(case, mechanism, counts, rng) for _ in range(runs)]
-    width = max(r.size for r in rows)
+    width = max([min_width, *(r.size for r in rows)])
     out = np.full((runs, width), np.nan)
     for i, r in enumerate(rows):
         out[i, : r.size] = r
@@ -385,6 +394,10 @@ def select_event(
     """The event that separates the two selection samples best, with its selection-half bound."""
     n0, n1 = len(y0), len(y1)
     best: tuple[float, Event] | None = None
+    # Scored at a Bonferroni-strict confidence over the events tried: the plain maximum over
+    # thousands of events picks small-count tails that the selection noise inflated (and the
+    # measurement half then refutes); the strict bound prefers events with stable counts.
+    strict = 1.0 - (1.0 - confidence) / _SELECTION_EVENTS
     levels = np.concatenate([np.linspace(0.0, 1.0, 41), [0.005, 0.01, 0.02, 0.98, 0.99, 0.995]])
     for name, apply in projections(y0, y1, noiseless_shift):
         p0, p1 = apply(y0), apply(y1)
@@ -400,7 +413,7 @@ def select_event(
         k1 = (p1[None, :] >= thresholds[:, None]).sum(axis=1)
         for upper, a0, a1 in ((True, k0, k1), (False, n0 - k0, n1 - k1)):
             for swap, b0, c0, b1, c1 in ((False, a0, n0, a1, n1), (True, a1, n1, a0, n0)):
-                scores = _bounds_many(b0, c0, b1, c1, delta, confidence)
+                scores = _bounds_many(b0, c0, b1, c1, delta, strict)
                 i = int(np.argmax(scores))
                 if best is None or scores[i] > best[0]:
                     best = (
@@ -466,20 +479,23 @@ def audit(
     delta = float(mech.charged_delta or 0.0)
     rng = np.random.default_rng(seed)
     sel = max(10, runs // 2) if selection_runs is None else selection_runs
-    best: tuple[float, Pair, Event] | None = None
+    best: tuple[float, Pair, Event, int] | None = None
     for pair in candidate_pairs(
         case, mech, neighbour, limit=pairs, max_screened=screened, seed=seed
     ):
         y0 = sample_outputs(case, mech, pair.x0, sel, rng)
-        y1 = sample_outputs(case, mech, pair.x1, sel, rng)
+        y1 = sample_outputs(case, mech, pair.x1, sel, rng, min_width=y0.shape[1])
+        if y0.shape[1] < y1.shape[1]:
+            y0 = np.pad(y0, ((0, 0), (0, y1.shape[1] - y0.shape[1])), constant_values=np.nan)
         event, score = select_event(y0, y1, delta, confidence, pair.noiseless_shift)
         if best is None or score > best[0]:
-            best = (score, pair, event)
+            best = (score, pair, event, y1.shape[1])
     assert best is not None, "a neighbour notion always has neighbouring pairs"
-    score, pair, event = best
+    score, pair, event, width = best
     first, second = (pair.x1, pair.x0) if event.swap else (pair.x0, pair.x1)
-    k0 = int(event.hits(sample_outputs(case, mech, first, runs, rng)).sum())
-    k1 = int(event.hits(sample_outputs(case, mech, second, runs, rng)).sum())
+    # The event reads the first ``width`` coordinates (the selection samples' width).
+    k0 = int(event.hits(sample_outputs(case, mech, first, runs, rng, width)[:, :width]).sum())
+    k1 = int(event.hits(sample_outputs(case, mech, second, runs, rng, width)[:, :width]).sum())
     bound = epsilon_lower_bound(k0, runs, k1, runs, delta, confidence)
     return AuditResult(
         mechanism=str(getattr(mech, "name", type(mech).__name__)),
