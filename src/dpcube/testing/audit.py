@@ -413,7 +413,15 @@ def select_event(
         k1 = (p1[None, :] >= thresholds[:, None]).sum(axis=1)
         for upper, a0, a1 in ((True, k0, k1), (False, n0 - k0, n1 - k1)):
             for swap, b0, c0, b1, c1 in ((False, a0, n0, a1, n1), (True, a1, n1, a0, n0)):
-                scores = _bounds_many(b0, c0, b1, c1, delta, strict)
+                # Lexicographic: the strict bound, then the plain one, then the smoothed point
+                # estimate of the log ratio (so that an uninformative selection still picks
+                # the most promising event rather than the first).
+                estimate = np.log((b0 + 0.5) / (c0 + 1.0)) - np.log((b1 + 0.5) / (c1 + 1.0))
+                scores = (
+                    _bounds_many(b0, c0, b1, c1, delta, strict)
+                    + 1e-3 * _bounds_many(b0, c0, b1, c1, delta, confidence)
+                    + 1e-6 * np.clip(estimate, -100.0, 100.0)
+                )
                 i = int(np.argmax(scores))
                 if best is None or scores[i] > best[0]:
                     best = (
