@@ -3,7 +3,7 @@
 ``dpcube audit --mechanism NAME [--param KEY=VALUE ...] [--epsilon E]`` audits the configuration
 one is about to publish with, on synthetic neighbouring inputs (the schema of the mechanism's first
 conformance case), never on real data; ``dpcube audit --all`` audits every conformance case of
-every registered mechanism. The method is :mod:`dpcube.testing.audit`. Exit status: 1 when some
+every registered mechanism. The method is in ``dpcube.testing.audit``. Exit status: 1 when some
 lower bound exceeds the claimed epsilon (a violation), 0 when none does, 2 on bad input.
 """
 
