@@ -103,8 +103,22 @@ def handler(args: argparse.Namespace) -> int:
                 print(r.line(), flush=True)
 
     if args.all:
+        from dpcube.testing.conformance import case_neighbours
+
         for name in [args.mechanism] if args.mechanism else sorted(registry.MECHANISMS):
-            emit(A.audit_cases(name, runs=args.runs, confidence=args.confidence, seed=args.seed))
+            for case in A.registered_cases(name):
+                for neighbour in case_neighbours(case):
+                    emit(
+                        [
+                            A.audit(
+                                case,
+                                neighbour,
+                                runs=args.runs,
+                                confidence=args.confidence,
+                                seed=args.seed,
+                            )
+                        ]
+                    )
     else:
         cls = registry.resolve(registry.MECHANISMS, args.mechanism, "mechanism")
         params = parse_params(args.param)
