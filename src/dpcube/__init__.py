@@ -51,6 +51,10 @@ _EXPORTS: dict[str, str] = {
     "ledger_for": "dpcube.privacy.accounting",
     "NO_NOISE": "dpcube.privacy.random",
     "DPCubeError": "dpcube.errors",
+    "plan": "dpcube.planning.plan",
+    "plan_mechanisms": "dpcube.planning.plan",
+    "AutoMechanism": "dpcube.planning.auto",
+    "auto_mechanism": "dpcube.planning.auto",
 }
 
 

@@ -25,6 +25,7 @@ MECHANISMS: dict[str, str] = {
     "census-hierarchy": "dpcube.mechanisms.census.mechanism:CensusHierarchy",
     "privelet": "dpcube.mechanisms.privelet.mechanism:Privelet",
     "privelet-plus": "dpcube.mechanisms.privelet.mechanism:PriveletPlus",
+    "auto": "dpcube.planning.auto:AutoMechanism",
 }
 
 #: ``kind`` in a release manifest -> Release subclass.
@@ -49,12 +50,14 @@ BENCHMARKS: dict[str, str] = {
     "spatial": "dpcube.experiments.spatial:main",
     "datacube": "dpcube.experiments.datacube:main",
     "privelet": "dpcube.experiments.privelet:main",
+    "quadtree-height": "dpcube.experiments.quadtree_height:main",
+    "leaderboard": "dpcube.experiments.leaderboard:main",
 }
 
 #: Extra ``dpcube`` sub-commands -> a function ``register(subparsers)`` that adds the sub-command
 #: and sets ``func`` (``handler(args) -> int``) as its default.
 COMMANDS: dict[str, str] = {
-    "plan": "dpcube.mechanisms.matrix.plan:register",
+    "plan": "dpcube.planning.cli:register",
     "audit": "dpcube.cli.audit:register",
 }
 

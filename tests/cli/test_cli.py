@@ -130,6 +130,8 @@ def test_release_without_a_total_budget_is_refused(
         str(tmp_path / "r"),
     )
     assert code == 2 and "no total budget" in err and "--set-total" in err
+    # The message names the file the user gave, not only the ledger's hashed label.
+    assert f"dpcube budget {data} --set-total" in err
     assert not (tmp_path / "r").exists()
 
 

@@ -158,3 +158,19 @@ def test_library_exception_is_translated_with_debug_traceback(
     assert "disk on fire" in one_line(err) and "internal error" not in err
     with pytest.raises(duckdb.IOException):
         main(["--debug", "query", "x"])
+
+
+@pytest.mark.parametrize("mechanism", ["privelet", "privelet-plus", "datacube", "census-hierarchy"])
+def test_delta_is_refused_by_pure_epsilon_mechanisms(
+    mechanism: str, files: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--delta used to be dropped silently by census and Privelet: refused, before any charge."""
+    data, schema = files
+    argv = release(data, schema, tmp_path, "--delta", "1e-6")
+    argv[argv.index("matrix")] = mechanism
+    code, err = run(capsys, *argv)
+    assert code == 2
+    line = one_line(err)
+    assert "--delta" in line and "pure epsilon-DP" in line and mechanism in line
+    assert not (tmp_path / "rel").exists()
+    assert not list((tmp_path / "home").rglob("*.ledger"))  # nothing charged

@@ -105,3 +105,11 @@ def test_timing_rows_and_linear_fit() -> None:
     lines = summarise_timing(rows)
     assert any("release vs coefficients, Privelet" in line and "R^2" in line for line in lines)
     assert linear_fit([1, 2, 3, 4], [1, 3, 2, 4])[1] == pytest.approx(0.64)
+
+
+def test_timing_sweeps_keep_their_shared_point_apart() -> None:
+    """Issue #16: the m-sweep's point at m_fixed (n = n_fixed) was labelled as an n-sweep point
+    when n_fixed was one of the n values (timing.csv had six n points and four m points)."""
+    rows = timing([2**4, 2**8], [500, 1000], 2**4, 1000, seed=0)
+    sweeps = [(r["sweep"], r["m"], r["n"]) for r in rows if r["method"] == "Basic"]
+    assert sweeps == [("n", 2**4, 500), ("n", 2**4, 1000), ("m", 2**4, 1000), ("m", 4**4, 1000)]

@@ -97,7 +97,7 @@ def test_bench_spatial_quick(tmp_path: Path) -> None:
             "--queries",
             "200",
             "--figures",
-            "3,6",
+            "3,6,t25",
             "--data-dir",
             str(tmp_path / "none"),
         ]
@@ -122,6 +122,8 @@ def test_bench_spatial_quick(tmp_path: Path) -> None:
         and (out / "heatmap.png").exists()
     )
     assert "| target | result | evidence |" in (out / "checks.md").read_text()
+    t25 = (out / "t25.md").read_text()  # spec T25 on the synthetic sigma = 100 / 20 sets
+    assert "best geometric quadtree" in t25 and t25.count("PASS") + t25.count("FAIL") == 4
 
 
 def test_real_dpbench_grid_and_geolife(data_dir: Path) -> None:

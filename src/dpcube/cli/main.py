@@ -128,7 +128,10 @@ def _ledger(args: argparse.Namespace) -> Any:
         with progress.step("fingerprinting the data"):
             identity = identity_of_path(args.data)
     args.dataset_identity = identity
-    return BudgetLedger.for_identity(identity, args.ledger_dir)
+    ledger = BudgetLedger.for_identity(identity, args.ledger_dir)
+    if not args.dataset:
+        ledger.source = str(args.data)
+    return ledger
 
 
 def _refuse_out_in_budget_state(args: argparse.Namespace) -> None:
@@ -205,7 +208,9 @@ def cmd_release(args: argparse.Namespace) -> int:
     if unused_delta_note:
         print(unused_delta_note, file=sys.stderr)
     left = ledger.remaining()
-    print(f"released {args.data} with {args.mechanism} (epsilon={args.epsilon}) to {out}")
+    used = release.metadata.mechanism
+    chosen = f"{used} (chosen by --mechanism auto)" if used != args.mechanism else used
+    print(f"released {args.data} with {chosen} (epsilon={args.epsilon}) to {out}")
     print(
         f"budget left for this data set: epsilon={left.epsilon:.6g}"
         + (f", delta={left.delta:.3g}" if left.delta else "")

@@ -57,7 +57,7 @@ ADULT_DIMS = (
 )  # fmt: skip
 ACS_DIMS = ("SEX", "MARST", "RACE", "HISPAN", "CITIZEN", "HCOVANY", "EDUC", "EMPSTAT", "LABFORCE")
 METHODS = ("All", "AllC", "Base", "BMax", "BMaxC", "PMost", "PMostC")
-EXPERIMENTS = ("I", "II", "III", "IV", "V", "VI", "acs", "budgets")
+EXPERIMENTS = ("I", "II", "III", "IV", "V", "VI", "9b", "acs", "budgets")
 PHASES = ("selection", "counting", "noise", "aggregation", "consistency")
 
 
@@ -501,6 +501,69 @@ def exp_timing(
     return rows
 
 
+def lpre_timing(
+    cube: Cube, seeds: int, sizes: Iterable[int] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+) -> list[dict[str, Any]]:
+    """Fig. 9(b) (spec Exp-VI, resolution A21): on one table, the CPU seconds of noise injection
+    with aggregation (K_part) and of L2 consistency for several choices of L_pre: Base, PMost,
+    BMax, All, and random sets of the given sizes that contain the base cuboid (``seeds`` draws
+    of each). Every cuboid is published. The counts are the cube's (counting is not timed)."""
+    lat = cube.lattice
+    published = cube.published
+    rng = np.random.default_rng(9)
+    choices: list[tuple[str, tuple[int, ...]]] = []
+    for method, name in (("base", "Base"), ("pmost", "PMost"), ("bmax", "BMax"), ("all", "All")):
+        choices.append((name, cube.selection(method)[0].sources))
+    others = [m for m in published if m != lat.base]
+    for size in sizes:
+        if size > len(published):
+            continue
+        for _ in range(seeds):
+            picked = rng.choice(len(others), size=size - 1, replace=False)
+            choices.append((f"random-{size}", (lat.base, *(others[int(i)] for i in picked))))
+    rows: list[dict[str, Any]] = []
+    for name, sources in track(choices, "Fig. 9(b): L_pre choices"):
+        n = len(sources)
+        sel = Selection(sources, Fraction(0), tuple(Fraction(1, n) for _ in sources))
+        true = cube.counts(sources)
+        start = time.process_time()
+        noisy, variances, _ = measure(true, sel, 1.0, 1, "uniform", SeededRandomSource(n))
+        best = best_sources(lat, {m: Fraction(v) for m, v in variances.items()}, published)
+        aggregate(noisy, best, published)
+        noise_time = time.process_time() - start
+        start = time.process_time()
+        l2_consistent(lat, noisy, {m: 1.0 / v for m, v in variances.items()}, published)
+        rows.append(
+            {
+                "lpre": name,
+                "size": n,
+                "noise_aggregation_cpu": noise_time,
+                "consistency_cpu": time.process_time() - start,
+            }
+        )
+    return rows
+
+
+def lpre_summary(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """The two claims of Fig. 9(b): consistency time linear in |L_pre| (R^2 of a straight line,
+    and the slope), noise + aggregation time decreasing in |L_pre| (Spearman rank correlation).
+
+    >>> rows = [{"size": s, "consistency_cpu": 2.0 * s, "noise_aggregation_cpu": 10.0 / s}
+    ...         for s in (1, 2, 4, 8)]
+    >>> {k: round(v, 3) for k, v in lpre_summary(rows).items()}
+    {'consistency_slope': 2.0, 'consistency_r2': 1.0, 'noise_spearman': -1.0}
+    """
+    from scipy.stats import spearmanr
+
+    x = np.array([r["size"] for r in rows], dtype=np.float64)
+    y = np.array([r["consistency_cpu"] for r in rows], dtype=np.float64)
+    slope, intercept = np.polyfit(x, y, 1)
+    residual = y - (slope * x + intercept)
+    r2 = 1.0 - float(residual @ residual) / float(((y - y.mean()) ** 2).sum())
+    rho = spearmanr(x, [r["noise_aggregation_cpu"] for r in rows]).statistic
+    return {"consistency_slope": float(slope), "consistency_r2": r2, "noise_spearman": float(rho)}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="dpcube bench datacube", description=__doc__.split("\n\n")[0]
@@ -562,6 +625,12 @@ def main(argv: list[str] | None = None) -> int:
         )
     if "VI" in wanted:
         results["VI"] = exp_timing(args.data_dir, out, dims, args.skip_allc_from)
+    if "9b" in wanted:
+        schema = adult_schema(args.data_dir)
+        hist = histogram(args.data_dir / "adult" / "adult.csv", schema)
+        rows = lpre_timing(Cube(CubeGeometry(schema).lattice, hist.counts), args.seeds or 3)
+        write_csv(out / "fig9b.csv", rows)
+        results["9b"] = [*rows, lpre_summary(rows)]
     if "acs" in wanted:
         schema = acs_schema(args.data_dir)
         hist = histogram(acs_csv(args.data_dir, out / "_work"), schema)

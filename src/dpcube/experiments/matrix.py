@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from dpcube.experiments.leaderboard import coarsen
 from dpcube.histogram import Histogram
 from dpcube.linalg.operators import Explicit, Identity, LinearOperator
 from dpcube.linalg.solve import GramSolver
@@ -296,16 +297,6 @@ def figure_3d(out: Path, sizes: Sequence[int], full_lsa_n: int) -> list[dict[str
     return rows
 
 
-def _coarsen(counts: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """Sum adjacent cells so that ``counts`` gets ``shape`` (each axis divides evenly)."""
-    c = np.asarray(counts)
-    for axis, target in enumerate(shape):
-        factor = c.shape[axis] // target
-        new_shape = (*c.shape[:axis], target, factor, *c.shape[axis + 1 :])
-        c = c.reshape(new_shape).sum(axis=axis + 1)
-    return c
-
-
 def dpbench(
     out: Path, data_dir: Path, shape_1d: int, shape_2d: tuple[int, int], repeats: int, lsa_1d: bool
 ) -> list[dict[str, Any]]:
@@ -328,7 +319,7 @@ def dpbench(
         if not path.is_file():
             print(f"skipping {path} (not found)")
             continue
-        counts = _coarsen(np.rint(np.load(path)).astype(np.int64), dims)
+        counts = coarsen(np.rint(np.load(path)).astype(np.int64), dims)
         axes = [
             {"name": f"x{i}", "kind": "ordinal", "range": [0, d - 1], "width": 1}
             for i, d in enumerate(dims)

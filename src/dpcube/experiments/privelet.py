@@ -354,9 +354,11 @@ def timing(
 ) -> list[dict[str, Any]]:
     """Figs. 10/11: seconds from Parquet file to released cells (OS-entropy noise)."""
     rows: list[dict[str, Any]] = []
-    plan = [(m_fixed, n) for n in n_values] + [(m, n_fixed) for m in m_values]
+    # Each point carries its sweep: the m-sweep's point at m_fixed (and the n-sweep's at n_fixed)
+    # coincide with a point of the other sweep and must not be mistaken for it.
+    plan = [("n", m_fixed, n) for n in n_values] + [("m", m, n_fixed) for m in m_values]
     with tempfile.TemporaryDirectory() as tmp:
-        for m, n in progress.track(plan, "timing"):
+        for sweep, m, n in progress.track(plan, "timing"):
             schema = timing_schema(m)
             path = Path(tmp) / "data.parquet"
             _uniform_parquet(path, schema, n, seed)
@@ -371,7 +373,7 @@ def timing(
                 release_time, release_cpu = time_release(mech, hist)
                 rows.append(
                     {
-                        "sweep": "n" if m == m_fixed and n in n_values else "m",
+                        "sweep": sweep,
                         "m": schema.size,
                         "coefficients": Privelet(1.0).plan(schema).coefficients
                         if method == "Privelet"

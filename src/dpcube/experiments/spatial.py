@@ -376,10 +376,77 @@ def figure5(b: Bench, F: Array, eps_values: list[float], ks: list[int]) -> None:
                     )
 
 
+def t25(b: Bench, side: int, n: int, ks: list[int]) -> list[str]:
+    """Spec T25 where it says (issue #16): on the synthetic sigma = 100 set with 1M points at
+    eps = 0.1, MRE(HTF) below UG, below the geometric quadtree at its best height and below
+    Singular; and the HTF/UG gap smaller on sigma = 20 than on sigma = 100. Returns the table."""
+    mre: dict[tuple[int, str], list[float]] = {}
+    for sigma in (100, 20):
+        F = gaussian_dataset(sigma * side / 1024, n, seed=sigma, side=side)
+        loads = b.evaluate(f"G{sigma}", F, ["random"])
+        for rep in range(b.reps):
+            seed = b.seed + rep
+            start = len(b.rows)
+            fields = {"figure": "T25", "dataset": f"G{sigma}", "epsilon": 0.1, "seed": seed}
+            _, runs = htf_runs(F, 0.1, 5e-4, [100.0], seed)
+            b.record(runs[100.0], loads, method="HTF", **fields)
+            b.record(
+                UniformGrid(0.1).release(_hist(F), random_state=seed, account=False),
+                loads,
+                method="UG",
+                **fields,
+            )
+            b.record(
+                Singular(0.1).release(_hist(F), random_state=seed, account=False),
+                loads,
+                method="Singular",
+                **fields,
+            )
+            for k in ks if sigma == 100 else []:
+                q = tree_runs(F, 0.1, k, seed, "quadtree")["geometric"]
+                b.record(q, loads, method=f"QuadTree (geo) k={k}", **fields)
+            for r in b.rows[start:]:
+                mre.setdefault((sigma, r["method"]), []).append(r["mre"])
+
+    def m(sigma: int, method: str) -> float:
+        return float(np.mean(mre[(sigma, method)]))
+
+    quad = {k: m(100, f"QuadTree (geo) k={k}") for k in ks}
+    best_k = min(quad, key=lambda k: quad[k])
+    htf = m(100, "HTF")
+    gap100, gap20 = m(100, "UG") / htf, m(20, "UG") / m(20, "HTF")
+    rows = [
+        ("MRE(HTF) < MRE(UG), sigma 100", htf < m(100, "UG"), f"{htf:.4g} vs {m(100, 'UG'):.4g}"),
+        (
+            f"MRE(HTF) < best geometric quadtree (k = {best_k})",
+            htf < quad[best_k],
+            f"{htf:.4g} vs {quad[best_k]:.4g}",
+        ),
+        (
+            "MRE(HTF) < MRE(Singular)",
+            htf < m(100, "Singular"),
+            f"{htf:.4g} vs {m(100, 'Singular'):.4g}",
+        ),
+        (
+            "UG/HTF gap smaller on sigma 20 than on 100",
+            gap20 < gap100,
+            f"UG/HTF {gap20:.3g} (sigma 20) vs {gap100:.3g} (sigma 100)",
+        ),
+    ]
+    lines = ["| T25 target | result | MRE (%), mean of the runs |", "|---|---|---|"]
+    lines += [f"| {c} | {'PASS' if ok else 'FAIL'} | {e} |" for c, ok, e in rows]
+    lines.append(
+        "| quadtree (geo) by height k | | "
+        + ", ".join(f"k={k}: {v:.4g}" for k, v in quad.items())
+        + " |"
+    )
+    return lines
+
+
 def fig6_methods(eps: float) -> list[tuple[str, Callable[[], Any]]]:
     methods: list[tuple[str, Callable[[], Any]]] = [
         ("KdTree", lambda: KDTree(eps)),
-        ("QuadTree", lambda: QuadTree(eps)),
+        ("QuadTree", lambda: QuadTree(eps, height_rule="spec")),  # spec A17's rule
         ("UG", lambda: UniformGrid(eps)),
         ("AG", lambda: AdaptiveGrid(eps)),
         ("PrivTree", lambda: PrivTree(eps)),
@@ -800,8 +867,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--figures",
-        default="3,4,5,6,users,ablation",
-        help="comma-separated subset of 3,4,5,6,users,ablation",
+        default="3,4,5,6,users,ablation,t25",
+        help="comma-separated subset of 3,4,5,6,users,ablation,t25",
     )
     parser.add_argument(
         "--quick", action="store_true", help="small grids and few settings (a smoke test)"
@@ -864,6 +931,20 @@ def main(argv: list[str] | None = None) -> int:
     if "ablation" in figures:
         print(f"[{time.time() - start:4.0f} s] " + "HTF partition ablation ...")
         ablation(bench, la, 0.1)
+    t25_lines: list[str] = []
+    if "t25" in figures:
+        print(
+            f"[{time.time() - start:4.0f} s] " + "T25 on the synthetic sigma = 100 and 20 sets ..."
+        )
+        t25_lines = t25(
+            bench,
+            side,
+            1_000_000 // (64 if args.quick else 1),
+            [2, 3] if args.quick else list(range(1, 11)),
+        )
+        (out / "t25.md").write_text("\n".join(t25_lines) + "\n")
+        print("\n".join(t25_lines))
+        bench.rows = [r for r in bench.rows if r.get("figure") != "T25"]
     summary = summarise(bench.rows)
     for name, rows in (("results.csv", bench.rows), ("summary.csv", summary)):
         with open(out / name, "w", newline="") as f:

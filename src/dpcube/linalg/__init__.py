@@ -3,10 +3,13 @@
 - :mod:`dpcube.linalg.operators`: identity, total, prefix, explicit (sparse/dense), weighted,
   vertical stack, sum and Kronecker operators with products both ways, Gram matrices and column
   L1/L2 norms (sensitivities);
-- :mod:`dpcube.linalg.solve`: :class:`GramSolver` (Cholesky, pseudo-inverse, per-axis Kronecker)
-  and :func:`least_squares`.
+- :mod:`dpcube.linalg.solve`: :class:`GramSolver` (Cholesky, pseudo-inverse, per-axis Kronecker,
+  marginal algebra) and :func:`least_squares`;
+- :mod:`dpcube.linalg.marginal`: :class:`MarginalSpectrum`, Grams ``Σ_S w_S ⊗ᵢ (I or J)`` by their
+  eigenvalues on the common eigenspaces (stacks of marginals, marginal workloads).
 """
 
+from dpcube.linalg.marginal import MarginalSpectrum
 from dpcube.linalg.operators import (
     Explicit,
     Identity,
@@ -28,6 +31,7 @@ __all__ = [
     "Identity",
     "Kronecker",
     "LinearOperator",
+    "MarginalSpectrum",
     "Prefix",
     "Sum",
     "Total",

@@ -26,10 +26,15 @@ import numpy as np
 import scipy.linalg as sla
 from numpy.typing import ArrayLike
 
-from dpcube.linalg.operators import FloatArray, Kronecker, LinearOperator, kron_matvec
-
-#: Relative eigenvalue threshold below which a Gram matrix is treated as singular.
-RCOND = 1e-10
+from dpcube.linalg.marginal import RCOND, MarginalSpectrum
+from dpcube.linalg.operators import (
+    FloatArray,
+    Identity,
+    Kronecker,
+    LinearOperator,
+    Sum,
+    kron_matvec,
+)
 
 
 class _DenseFactor:
@@ -64,19 +69,45 @@ class _DenseFactor:
         return self.solve(np.eye(self.n))
 
 
+def operator_trace(op: LinearOperator) -> float:
+    """``tr(M)`` of a square operator: per axis for Kronecker products, per part for sums.
+
+    >>> from dpcube.linalg.operators import Explicit
+    >>> operator_trace(Kronecker([Identity(3), Explicit([[1.0, 2.0], [3.0, 4.0]])]))
+    15.0
+    """
+    if isinstance(op, Identity):
+        return float(op.cols)
+    if isinstance(op, Kronecker):
+        return math.prod(operator_trace(f) for f in op.factors)
+    if isinstance(op, Sum):
+        return sum(operator_trace(p) for p in op.parts)
+    return float(np.trace(op.dense()))
+
+
 class GramSolver:
     """Factor a Gram operator ``X`` (n x n, symmetric PSD) for repeated solves.
 
-    Kronecker Grams are factored per axis; anything else is made dense (n up to a few thousand).
+    Kronecker Grams are factored per axis; sums of Kronecker products in the marginal algebra
+    (stacks of weighted marginals, :mod:`dpcube.linalg.marginal`) are solved on their common
+    eigenspaces; anything else is made dense (n up to a few thousand).
     """
 
     def __init__(self, gram: LinearOperator) -> None:
         self.shape = gram.shape
         self.kron: list[_DenseFactor] | None = None
         self.dense_factor: _DenseFactor | None = None
+        self.marginal: MarginalSpectrum | None = None
+        self.identity = isinstance(gram, Identity)
+        spectrum = MarginalSpectrum.from_gram(gram) if isinstance(gram, Sum) else None
         if isinstance(gram, Kronecker):
             self.kron = [_DenseFactor(f.dense()) for f in gram.factors]
             self.dims: tuple[int, ...] = tuple(f.cols for f in gram.factors)
+        elif spectrum is not None and len(spectrum.dims) > 1:
+            self.marginal = spectrum
+            self.dims = spectrum.dims
+        elif self.identity:
+            self.dims = (gram.cols,)
         else:
             self.dense_factor = _DenseFactor(gram.dense())
             self.dims = (gram.cols,)
@@ -91,6 +122,10 @@ class GramSolver:
         """True when the pseudo-inverse is used (rank-deficient strategy, spec §1.6)."""
         if self.kron is not None:
             return any(f.singular for f in self.kron)
+        if self.marginal is not None:
+            return self.marginal.singular
+        if self.identity:
+            return False
         assert self.dense_factor is not None
         return self.dense_factor.singular
 
@@ -99,20 +134,38 @@ class GramSolver:
         v = np.asarray(b, dtype=np.float64)
         if self.kron is not None:
             return kron_matvec([f.inverse() for f in self.kron], v)
+        if self.marginal is not None:
+            return self.marginal.solve(v)
+        if self.identity:
+            return v.copy()
         assert self.dense_factor is not None
         return self.dense_factor.solve(v)
 
     def trace_with(self, workload_gram: LinearOperator) -> float:
         """``tr(G X⁻¹)``: the strategy-dependent factor of the total error (spec Eq. 1)."""
-        if self.kron is not None and isinstance(workload_gram, Kronecker):
-            wdims = tuple(f.cols for f in workload_gram.factors)
-            if wdims == self.dims:
-                return math.prod(
+        if self.identity:
+            return operator_trace(workload_gram)
+        parts = workload_gram.parts if isinstance(workload_gram, Sum) else [workload_gram]
+        terms = [t for t in parts if isinstance(t, Kronecker)]
+        if (
+            self.kron is not None
+            and len(terms) == len(parts)
+            and all(tuple(f.cols for f in t.factors) == self.dims for t in terms)
+        ):
+            # tr((Σ_j ⊗ᵢ G_ij)(⊗ᵢ Xᵢ)⁻¹) = Σ_j Πᵢ tr(G_ij Xᵢ⁻¹): per axis, never n x n
+            total = 0.0
+            for t in terms:
+                total += math.prod(
                     float(np.sum(g.dense() * f.inverse()))
-                    for g, f in zip(workload_gram.factors, self.kron, strict=True)
+                    for g, f in zip(t.factors, self.kron, strict=True)
                 )
+            return total
+        if self.marginal is not None:
+            other = MarginalSpectrum.from_gram(workload_gram)
+            if other is not None and other.dims == self.dims:
+                return self.marginal.trace_with(other)
         g = workload_gram.dense()
-        if self.kron is not None:
+        if self.kron is not None or self.marginal is not None:
             return float(np.sum(g * self.solve(np.eye(self.shape[0]))))
         assert self.dense_factor is not None
         return float(np.trace(self.dense_factor.solve(g)))
@@ -164,4 +217,4 @@ def least_squares(
     return s.solve(strategy.rmatvec(np.asarray(answers, dtype=np.float64)))
 
 
-__all__ = ["RCOND", "GramSolver", "least_squares"]
+__all__ = ["RCOND", "GramSolver", "least_squares", "operator_trace"]

@@ -45,6 +45,25 @@ from dpcube.schema import Schema
 
 #: Constructor arguments set by their own ``dpcube release`` flags, never by ``--param``.
 _PRIVACY_FLAGS = ("epsilon", "delta", "neighbour")
+
+
+def refuse_delta(args: argparse.Namespace, name: str) -> None:
+    """Refuse ``--delta`` for a pure epsilon-DP mechanism (a flag is never silently ignored).
+
+    >>> refuse_delta(argparse.Namespace(delta=None), "privelet")
+    >>> refuse_delta(argparse.Namespace(delta=1e-6), "privelet")
+    Traceback (most recent call last):
+    ...
+    dpcube.errors.BudgetError: --delta 1e-06: the privelet mechanism is pure epsilon-DP (Laplace noise, no delta); drop --delta
+    """
+    delta = getattr(args, "delta", None)
+    if delta:
+        raise BudgetError(
+            f"--delta {delta:g}: the {name} mechanism is pure epsilon-DP (Laplace noise, no delta); "
+            "drop --delta"
+        )
+
+
 #: Largest integer noise scale the exact samplers draw (their integer arithmetic is int64).
 _MAX_SAMPLER_SCALE = 2.0**62
 #: Largest noise scale (sensitivity / epsilon) a release may ask for: 2**40 (about 1.1e12) is far

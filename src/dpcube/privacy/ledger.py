@@ -113,6 +113,8 @@ class BudgetLedger:
     def __init__(self, path: str | os.PathLike[str], dataset: str = "") -> None:
         self.path = Path(path)
         self.dataset = dataset or self.path.stem
+        #: Where the data set was read from (a file name), for messages only; set by the CLI.
+        self.source: str | None = None
         self.head = self.path.with_name(self.path.name + ".head")
         if self.head.exists() and not self.path.exists():
             raise BudgetError(
@@ -313,6 +315,12 @@ class BudgetLedger:
         with self._connect() as con:
             self._check(con)
 
+    def _described(self) -> str:
+        """The data set as a user knows it: its file when known, with the ledger's label."""
+        if self.source:
+            return f"the data in {self.source!r} (ledger {self.dataset!r})"
+        return repr(self.dataset)
+
     def has_total(self) -> bool:
         with self._connect() as con:
             return con.execute("SELECT 1 FROM budget WHERE id = 1").fetchone() is not None
@@ -324,8 +332,9 @@ class BudgetLedger:
             ).fetchone()
         if row is None:
             raise BudgetError(
-                f"no total budget is set for {self.dataset!r}; set one with "
-                "`dpcube budget DATA --set-total EPSILON` (or pass --total-epsilon)"
+                f"no total budget is set for {self._described()}; set one with "
+                f"`dpcube budget {self.source or 'DATA'} --set-total EPSILON` "
+                "(or pass --total-epsilon)"
             )
         return Budget(float(row[0]), float(row[1]))
 
@@ -377,8 +386,9 @@ class BudgetLedger:
                 ).fetchone()
                 if row is None:
                     raise BudgetError(
-                        f"no total budget is set for {self.dataset!r}; set one with "
-                        "`dpcube budget DATA --set-total EPSILON` (or pass --total-epsilon)"
+                        f"no total budget is set for {self._described()}; set one with "
+                        f"`dpcube budget {self.source or 'DATA'} --set-total EPSILON` "
+                        "(or pass --total-epsilon)"
                     )
                 total_eps, total_delta = Fraction(row[0]), Fraction(row[1])
                 spent_eps, spent_delta = self._spent(con)

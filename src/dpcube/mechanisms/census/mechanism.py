@@ -32,7 +32,7 @@ from numpy.typing import NDArray
 
 from dpcube.errors import BudgetError, DataError
 from dpcube.histogram import Histogram
-from dpcube.mechanisms.base import Mechanism, SensitivityClaim
+from dpcube.mechanisms.base import Mechanism, SensitivityClaim, refuse_delta
 from dpcube.mechanisms.census import privacy as P
 from dpcube.mechanisms.census.baselines import relaxed_cumulative, relaxed_hierarchical, topdown
 from dpcube.mechanisms.census.chain import (
@@ -273,6 +273,7 @@ class CensusHierarchy(Mechanism):
 
     @classmethod
     def from_cli(cls, args: argparse.Namespace, params: dict[str, Any]) -> Mechanism:
+        refuse_delta(args, cls.name)
         return cls(
             epsilon=args.epsilon, neighbour=getattr(args, "neighbour", "add_remove"), **params
         )

@@ -6,6 +6,6 @@ See ``docs/datacube.md``; the modules follow the spec ``dp-data-cubes.md``:
 """
 
 from dpcube.mechanisms.datacube.mechanism import CubeSource, DataCube
-from dpcube.mechanisms.datacube.release import CuboidRelease
+from dpcube.mechanisms.datacube.release import CuboidRelease, DerivedCuboid
 
-__all__ = ["CubeSource", "CuboidRelease", "DataCube"]
+__all__ = ["CubeSource", "CuboidRelease", "DataCube", "DerivedCuboid"]

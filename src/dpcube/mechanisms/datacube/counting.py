@@ -25,6 +25,7 @@ from dpcube.errors import DataError
 from dpcube.histogram import Histogram
 from dpcube.mechanisms.datacube.geometry import CubeGeometry
 from dpcube.mechanisms.datacube.lattice import is_subset, rollup, shape
+from dpcube.mechanisms.datacube.measures import SumMeasure
 from dpcube.schema import Nominal
 
 
@@ -51,9 +52,17 @@ def counts_from_histogram(
 
 
 def counts_from_source(
-    geo: CubeGeometry, source: Any, masks: Sequence[int], on_out_of_domain: str = "error"
+    geo: CubeGeometry,
+    source: Any,
+    masks: Sequence[int],
+    on_out_of_domain: str = "error",
+    weight: SumMeasure | None = None,
 ) -> tuple[dict[int, NDArray[np.int64]], dict[str, Any]]:
     """Count the cuboids ``masks`` of ``source`` with one DuckDB GROUPING SETS query.
+
+    With ``weight`` each cell holds the sum of the rows' measure values (rounded to integers and
+    clipped to the measure's bounds, spec 8.3) instead of their number; a row whose measure is
+    NULL is refused (``on_out_of_domain="error"``) or dropped from every cuboid.
 
     Returns the cuboids (lattice layout) and the data report of :func:`dpcube.engine.base.policy_report`.
     """
@@ -67,6 +76,34 @@ def counts_from_source(
         exprs = axis_expressions(schema, view.columns)
         axis_attr = [schema[name] for name, _ in schema.axes]
         codes = ", ".join(f"{e} AS a{i}" for i, e in enumerate(exprs))
+        measure_report: dict[str, Any] = {}
+        if weight is not None:
+            if weight.column not in view.columns:
+                raise DataError(
+                    f"measure column {weight.column!r} is not in the data; columns: "
+                    f"{', '.join(view.columns)}"
+                )
+            raw = f'TRY_CAST("{weight.column.replace(chr(34), chr(34) * 2)}" AS DOUBLE)'
+            nulls, clipped_values = view.sql(
+                f"SELECT count(*) FILTER (WHERE {raw} IS NULL), "
+                f"count(*) FILTER (WHERE round({raw}) < {weight.low} OR round({raw}) > {weight.high}) "
+                "FROM src"
+            ).fetchall()[0]
+            if nulls and on_out_of_domain != "drop":
+                raise DataError(
+                    f"measure column {weight.column!r}: {int(nulls)} rows are NULL or not numbers; "
+                    "drop them with on_out_of_domain='drop' or fill them"
+                )
+            measure_report = {
+                "measure": {
+                    "column": weight.column,
+                    "null": int(nulls),
+                    "clipped": int(clipped_values),
+                }
+            }
+            # greatest/least skip NULLs, so a NULL measure must stay NULL explicitly
+            clip = f"least(greatest(round({raw}), {weight.low}), {weight.high})"
+            codes += f", CASE WHEN {raw} IS NULL THEN NULL ELSE CAST({clip} AS BIGINT) END AS w"
         summary = ", ".join(
             f"count(*) FILTER (WHERE a{i} = {code})"
             for i in range(len(exprs))
@@ -104,7 +141,9 @@ def counts_from_source(
                     )
                 else:
                     dropped[attr.name] = dropped.get(attr.name, 0) + count
-        binned = ", ".join(f"{k} AS b{i}" for i, k in enumerate(keys))
+        binned = ", ".join(f"{k} AS b{i}" for i, k in enumerate(keys)) + (
+            ", w" if weight is not None else ""
+        )
         sets = ", ".join(
             "(" + ", ".join(f"b{i}" for i in geo.schema_axes(mask)) + ")"
             for mask in sorted(set(masks))
@@ -112,10 +151,13 @@ def counts_from_source(
         # GROUPING() accepts only columns of some grouping set: the axes a measured cuboid keeps.
         grouped = sorted({i for mask in set(masks) for i in geo.schema_axes(mask)})
         grouping = f"GROUPING({', '.join(f'b{i}' for i in grouped)})" if grouped else "0"
-        good = " AND ".join(f"b{i} >= 0" for i in range(len(exprs)))
+        good = " AND ".join(f"b{i} >= 0" for i in range(len(exprs))) + (
+            " AND w IS NOT NULL" if weight is not None else ""
+        )
+        total = "coalesce(sum(w), 0)" if weight is not None else "count(*)"
         result = view.sql(
             f"SELECT {grouping} AS gid, {', '.join(f'coalesce(b{i}, 0) AS b{i}' if i in grouped else f'0 AS b{i}' for i in range(len(exprs)))}, "
-            f"count(*) AS n FROM (SELECT {binned} FROM (SELECT {codes} FROM src)) WHERE {good} "
+            f"{total} AS n FROM (SELECT {binned} FROM (SELECT {codes} FROM src)) WHERE {good} "
             f"GROUP BY GROUPING SETS ({sets})"
         ).fetchnumpy()
         counted_rows = view.sql(
@@ -143,4 +185,5 @@ def counts_from_source(
     report = policy_report(
         on_out_of_domain, rows=rows, counted=counted, dropped=dropped, clipped=clipped
     )
+    report.update(measure_report)
     return out, report

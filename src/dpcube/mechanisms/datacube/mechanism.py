@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -32,11 +33,12 @@ from numpy.typing import NDArray
 
 from dpcube.errors import BudgetError, DataError, QueryError
 from dpcube.histogram import Histogram
-from dpcube.mechanisms.base import Mechanism, SensitivityClaim
+from dpcube.mechanisms.base import Mechanism, SensitivityClaim, refuse_delta
 from dpcube.mechanisms.datacube.consistency import l2_consistent, l2_variance, lp_consistent
 from dpcube.mechanisms.datacube.counting import counts_from_histogram, counts_from_source
 from dpcube.mechanisms.datacube.geometry import CubeGeometry
 from dpcube.mechanisms.datacube.lattice import Lattice, best_sources, parse_publish, rollup, shape
+from dpcube.mechanisms.datacube.measures import SumMeasure
 from dpcube.mechanisms.datacube.release import CuboidRelease
 from dpcube.mechanisms.datacube.selection import (
     Coverage,
@@ -170,8 +172,16 @@ class DataCube(Mechanism):
         budget: str = "uniform",
         nonnegative: bool = False,
         integral: bool = False,
+        measure: str = "count",
+        value: str | None = None,
+        bounds: Sequence[int] | None = None,
     ) -> None:
         super().__init__(epsilon, None, neighbour)
+        #: ``None`` for counts, else the summed column and its clipping bounds (spec 8.3).
+        self.sum_measure = SumMeasure.build(measure, value, bounds)
+        self.measure = measure
+        self.value = value
+        self.bounds = None if bounds is None else [int(b) for b in bounds]
         if method not in METHODS:
             raise BudgetError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
         if consistency == "none":
@@ -208,20 +218,26 @@ class DataCube(Mechanism):
 
     @property
     def unit(self) -> int:
-        """L1 sensitivity of one cuboid: 1 (add_remove) or 2 (replace)."""
-        return int(Neighbour(self.neighbour).histogram_sensitivity("l1"))
+        """L1 sensitivity of one cuboid: 1 (add_remove) or 2 (replace), times Delta =
+        max(|low|, |high|) for a sum (spec 8.3)."""
+        count = int(Neighbour(self.neighbour).histogram_sensitivity("l1"))
+        return count * (self.sum_measure.delta if self.sum_measure else 1)
 
     def sensitivity_claims(self, schema: Schema) -> list[SensitivityClaim]:
         plan = self.plan(schema)
         lat = plan.geometry.lattice
         shape_all = shape(lat, lat.base)
 
+        # For a sum, the histogram's records are taken at the worst-case value Delta (the
+        # brute force over records with values is tests/datacube/test_measures.py).
+        weight = float(self.sum_measure.delta) if self.sum_measure else 1.0
+
         def counts_of(masks: tuple[int, ...]) -> Any:
             def function(x: NDArray[np.int64]) -> NDArray[np.float64]:
                 base = np.asarray(x).reshape(shape_all)
-                return np.concatenate([rollup(base, lat.base, m).ravel() for m in masks]).astype(
-                    np.float64
-                )
+                return weight * np.concatenate(
+                    [rollup(base, lat.base, m).ravel() for m in masks]
+                ).astype(np.float64)
 
             return function
 
@@ -261,6 +277,11 @@ class DataCube(Mechanism):
                 "DataCube.release needs a dpcube.Histogram, a CubeSource(source, schema) or a tuple "
                 "(source, schema) of a DuckDB-readable source and its schema"
             )
+        if self.sum_measure is not None and isinstance(data, Histogram):
+            raise DataError(
+                f"measure='sum' needs the records to sum column {self.sum_measure.column!r}: pass "
+                "CubeSource(source, schema) or (source, schema), not a Histogram of counts"
+            )
         plan = self.plan(data.schema)
         true, report = self._true_counts(data, plan)
         return CountedCuboids(data.schema, true, report, data.dataset)
@@ -275,7 +296,9 @@ class DataCube(Mechanism):
         sources = list(plan.selection.sources)
         if isinstance(data, Histogram):
             return counts_from_histogram(plan.geometry, data, sources), dict(data.report)
-        return counts_from_source(plan.geometry, data.source, sources, data.on_out_of_domain)
+        return counts_from_source(
+            plan.geometry, data.source, sources, data.on_out_of_domain, self.sum_measure
+        )
 
     # -- releasing -----------------------------------------------------------------------------
     def _release(
@@ -310,6 +333,14 @@ class DataCube(Mechanism):
             "selection_bound_theta_eps2": float(sel.bound_u),
             "consistency": self.consistency,
         }
+        if self.sum_measure is not None:
+            m = self.sum_measure
+            metadata.noise["measure"] = {
+                "kind": "sum",
+                "column": m.column,
+                "bounds": [m.low, m.high],
+                "sensitivity_per_cuboid": self.unit,
+            }
         return CuboidRelease(
             data.schema,
             metadata,
@@ -337,8 +368,7 @@ class DataCube(Mechanism):
 
     @classmethod
     def from_cli(cls, args: argparse.Namespace, params: dict[str, Any]) -> DataCube:
-        if getattr(args, "delta", None):
-            raise BudgetError("the datacube mechanism is pure epsilon-DP; drop --delta")
+        refuse_delta(args, cls.name)
         kwargs: dict[str, Any] = dict(params)
         for flag in ("method", "publish", "consistency"):
             value = getattr(args, flag, None)

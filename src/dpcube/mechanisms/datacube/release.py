@@ -14,6 +14,7 @@ answer has the least variance (for a consistent release they all agree). Varianc
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -23,12 +24,27 @@ from numpy.typing import NDArray
 from dpcube.errors import QueryError, ReleaseError
 from dpcube.mechanisms.datacube.consistency import l2_variance
 from dpcube.mechanisms.datacube.geometry import CubeGeometry
-from dpcube.mechanisms.datacube.lattice import bits, is_subset, shape
+from dpcube.mechanisms.datacube.lattice import bits, is_subset, rollup, shape
 from dpcube.release.base import Release, ReleaseMetadata
 from dpcube.release.cells import box_sums, prefix_sums
 from dpcube.schema import Schema
 
 MODES = ("sources", "l2", "unknown")
+
+
+@dataclass(frozen=True)
+class DerivedCuboid:
+    """A cuboid computed from a released one by roll-up (spec 8.4, online larger cubes).
+
+    ``values`` has the axes of ``attributes`` in the order asked; every cell has the noise
+    variance ``cell_variance`` (NaN where the release's variance mode does not know it);
+    ``computed_from`` names the published cuboid it was summed from (itself if published).
+    """
+
+    attributes: tuple[str, ...]
+    values: NDArray[np.float64]
+    cell_variance: float
+    computed_from: tuple[str, ...]
 
 
 class CuboidRelease(Release):
@@ -97,11 +113,54 @@ class CuboidRelease(Release):
     def cuboid(self, attributes: Sequence[str] | str) -> NDArray[np.float64]:
         """The released cuboid over ``attributes``, axes in the order given (a spatial attribute
         contributes its two axes)."""
+        names = self._names(attributes)
+        mask = self._published_mask(names)
+        return self._in_order(self._cuboids[mask], mask, names)
+
+    def derive_cuboid(self, attributes: Sequence[str] | str) -> DerivedCuboid:
+        """A cuboid that need not be published, summed from the published cuboid over a superset
+        of ``attributes`` whose cells then have the least noise variance (spec 8.4: larger cubes
+        answered online from L_pre; post-processing, no budget). A cell sums ``n`` cells of the
+        source, with ``n`` the product of the dropped attributes' sizes, so its variance is the
+        variance of a query box over those cells (eq. 1 without consistency, the GLS variance
+        with L2 consistency). A cuboid no published one contains cannot be derived: measuring it
+        is a new release, charged to the ledger (``DataCube(publish=[...])``).
+        """
+        names = self._names(attributes)
+        mask = self.geometry.mask(names)
+        lat = self.geometry.lattice
+        candidates = [m for m in self._cuboids if is_subset(mask, m)]
+        if not candidates:
+            raise QueryError(
+                f"cuboid {self.geometry.attributes(mask)} cannot be derived: {self._suggest(mask)}"
+            )
+        dropped = {i: 1 if mask >> i & 1 else lat.cards[i] for i in range(lat.d)}
+
+        def cost(m: int) -> tuple[float, int, int]:
+            variance = self._box_variance(m, dropped)
+            return (variance if variance == variance else float("inf"), lat.cells(m), m)
+
+        source = min(candidates, key=cost)
+        values = rollup(self._cuboids[source], source, mask)
+        return DerivedCuboid(
+            attributes=tuple(names),
+            values=self._in_order(np.asarray(values, dtype=np.float64), mask, names),
+            cell_variance=self._box_variance(source, dropped),
+            computed_from=self.geometry.attributes(source),
+        )
+
+    @staticmethod
+    def _names(attributes: Sequence[str] | str) -> list[str]:
         names = [attributes] if isinstance(attributes, str) else list(attributes)
         if len(set(names)) != len(names):
             raise QueryError(f"cuboid attributes {names} repeat a name")
-        mask = self._published_mask(names)
-        array = self._cuboids[mask].reshape(self.geometry.shape(mask))
+        return names
+
+    def _in_order(
+        self, array: NDArray[np.float64], mask: int, names: Sequence[str]
+    ) -> NDArray[np.float64]:
+        """A cuboid's array (lattice layout) with the schema axes of ``names`` in that order."""
+        array = array.reshape(self.geometry.shape(mask))
         order = sorted(names, key=self.geometry.names.index)
         axes: list[int] = []
         for name in names:

@@ -18,7 +18,8 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike
 
-from dpcube.linalg.operators import Kronecker, LinearOperator
+from dpcube.linalg.marginal import MarginalSpectrum
+from dpcube.linalg.operators import Kronecker, LinearOperator, Sum
 from dpcube.linalg.solve import GramSolver
 
 #: Eigenvalues of WᵀW below this fraction of the largest are rounding noise of a zero (rank < n).
@@ -37,6 +38,10 @@ def svdb(gram: LinearOperator, factor: float = 1.0) -> float:
     """
     if isinstance(gram, Kronecker):
         return factor * math.prod(svdb(f) for f in gram.factors)
+    spectrum = MarginalSpectrum.from_gram(gram) if isinstance(gram, Sum) else None
+    if spectrum is not None:  # marginal algebra: eigenvalue g(R) with multiplicity rank(R)
+        root = np.sqrt(np.maximum(spectrum.eigenvalues, 0.0))
+        return factor * float(np.dot(spectrum.rank, root)) ** 2 / gram.cols
     mu = np.linalg.eigvalsh(gram.dense())
     mu[mu < ZERO * max(float(mu.max()), 0.0)] = 0.0
     return factor * float(np.sqrt(mu).sum()) ** 2 / gram.cols

@@ -290,24 +290,9 @@ class MatrixMechanism(Mechanism):
     def release_noise_variance(self, strategy: Strategy) -> float:
         """Per-row noise variance a release with this strategy will have: the snapped sampler's
         (enlarged sigma / discrete Laplace) variance, not the nominal ``2(Δ/ε)²`` or ``σ²``."""
-        sensitivity = self.sensitivity(strategy)
-        support = self.support(strategy)
-        zero = np.zeros(1)
-        if self.noise == "laplace":
-            _, draw = snapped_laplace(
-                zero,
-                sensitivity / self.epsilon,
-                epsilon=self.epsilon,
-                support=support,
-                source=NO_NOISE,
-            )
-        else:
-            assert self.delta is not None
-            sigma = gaussian_sigma(sensitivity, self.epsilon, self.delta)
-            _, draw = snapped_gaussian(
-                zero, sigma, l2_sensitivity=sensitivity, support=support, source=NO_NOISE
-            )
-        return float(np.max(draw.variance))
+        return row_noise_variance(
+            self.noise, self.sensitivity(strategy), self.support(strategy), self.epsilon, self.delta
+        )
 
     def support(self, strategy: Strategy) -> int:
         s = int(strategy.operator.column_support().max())
@@ -452,6 +437,26 @@ class MatrixMechanism(Mechanism):
         return CellRelease(data.schema, metadata, estimate, variance)
 
 
+def row_noise_variance(
+    noise: str, sensitivity: float, support: int, epsilon: float, delta: float | None
+) -> float:
+    """Variance of the snapped sampler a release draws per strategy row (see
+    :meth:`MatrixMechanism.release_noise_variance`); depends on the strategy only through its
+    sensitivity and its support, so a planner can evaluate it at any epsilon."""
+    zero = np.zeros(1)
+    if noise == "laplace":
+        _, draw = snapped_laplace(
+            zero, sensitivity / epsilon, epsilon=epsilon, support=support, source=NO_NOISE
+        )
+    else:
+        assert delta is not None
+        sigma = gaussian_sigma(sensitivity, epsilon, delta)
+        _, draw = snapped_gaussian(
+            zero, sigma, l2_sensitivity=sensitivity, support=support, source=NO_NOISE
+        )
+    return float(np.max(draw.variance))
+
+
 def expected_error(
     workload: Workload, strategy_op: Any, noise_variance: float, solver: GramSolver | None = None
 ) -> dict[str, Any]:
@@ -478,4 +483,5 @@ __all__ = [
     "MatrixVariance",
     "expected_error",
     "make_strategy",
+    "row_noise_variance",
 ]

@@ -6,18 +6,22 @@ statistical queries under differential privacy" (VLDB 2018, "HDMM"):
 - :func:`opt_pidentity` is OPT_0 (HDMM §6.1, Definition 6): the p-Identity strategy
   ``A(Θ) = [I; Θ] D⁻¹`` with ``Θ ≥ 0`` (p x n) and ``D = diag(1 + 1ᵀΘ)``, so every column of A has
   L1 norm 1 and ``‖A‖₁ = 1``. The objective is ``‖W A⁺‖²_F = tr(D G D X⁻¹)`` with
-  ``X = I + ΘᵀΘ``; ``X⁻¹ = I − Θᵀ(I_p + ΘΘᵀ)⁻¹Θ`` (Woodbury) keeps each evaluation at O(p n²),
-  and the gradient is the closed form of HDMM §6.1 (derived in :func:`pidentity_objective`).
+  ``X = I + ΘᵀΘ``; ``X⁻¹ = I − Θᵀ(I_p + ΘΘᵀ)⁻¹Θ`` (Woodbury) keeps each evaluation at one
+  p x n x n product, and the gradient is the closed form of HDMM §6.1 (derived in
+  :func:`pidentity_objective`; ``X⁻¹`` is never formed).
   L-BFGS-B with the bound ``Θ ≥ 0`` over several restarts (seeded) and p values.
 - :func:`opt_marginals` is OPT_M (HDMM §6.3) for workloads in the marginal algebra
   (``G = Σ_T w_T ⊗ᵢ (I if i ∈ T else J)``): one weight per marginal, ``‖A‖₁ = Σθ``, the error in
-  closed form on the common eigenspaces (:func:`_marginal_tables`), 2^d variables.
+  closed form on the common eigenspaces (:mod:`dpcube.linalg.marginal`), 2^d variables.
 - :func:`opt_kron` is OPT_⊗ (HDMM §6.2, Theorem 6 / Eq. 8): for a workload whose Gram is a sum
   of Kronecker products ``G = Σ_j ⊗ᵢ G_ij`` (one term for a product workload: AllRange(d₁,…),
   Prefix; several for marginals and unions of products) the strategy ``⊗ᵢ Aᵢ`` has
   ``‖A‖₁ = Πᵢ‖Aᵢ‖₁`` and ``tr(G (AᵀA)⁻¹) = Σ_j Πᵢ tr(G_ij Xᵢ⁻¹)``. With one term the factors are
   independent; with several, block coordinate descent: fixing every factor but i leaves the
   p-Identity problem on ``Σ_j c_j G_ij`` with ``c_j = Π_{k≠i} tr(G_kj X_k⁻¹)``.
+- :func:`opt_union` is OPT_+ (HDMM §6) for unions of products that are not marginal workloads:
+  one Kronecker product per term, stacked with the weights that minimise the union bound
+  (:func:`union_weights`).
 
 The least-squares reconstruction and the error evaluation stay those of :mod:`dpcube.linalg`
 (Kronecker strategies are factored per axis).
@@ -44,7 +48,9 @@ import numpy as np
 import scipy.optimize
 from numpy.typing import NDArray
 
-from dpcube.linalg.operators import Kronecker, LinearOperator, Sum
+from dpcube.linalg.marginal import classify_factor, marginal_tables
+from dpcube.linalg.operators import Explicit, Kronecker, LinearOperator, Sum
+from dpcube.linalg.solve import GramSolver
 
 FloatArray = NDArray[np.float64]
 
@@ -59,23 +65,35 @@ def pidentity_matrix(theta: FloatArray) -> FloatArray:
 def pidentity_objective(
     theta_flat: FloatArray, gram: FloatArray, p: int
 ) -> tuple[float, FloatArray]:
-    """``f(Θ) = tr(D G D X⁻¹)`` and its gradient (HDMM §6.1).
+    """``f(Θ) = tr(D G D X⁻¹)`` and its gradient (HDMM §6.1), with one p x n x n product.
 
-    With ``Y = X⁻¹``, ``c = 1 + 1ᵀΘ`` and ``G_c = D G D``: ``dY = −Y (dΘᵀΘ + ΘᵀdΘ) Y`` gives
-    ``∂f/∂Θ = −2 Θ Y G_c Y``; through c, ``∂f/∂c_k = 2 Σ_j c_j G_kj Y_kj`` and ``∂c_k/∂Θ_lk = 1``.
-    ``ΘY = Θ − ΘΘᵀ R⁻¹ Θ`` with ``R = I + ΘΘᵀ`` (so ``ΘY = R⁻¹Θ``) keeps everything O(p n²).
+    With ``c = 1 + 1ᵀΘ``, ``D = diag(c)``, ``C = D G D``, ``R = I_p + ΘΘᵀ`` and ``M = R⁻¹Θ``,
+    Woodbury gives ``Y = X⁻¹ = I − ΘᵀM``. Everything follows from ``T = (M D) G`` (p x n, the only
+    O(p n²) step; ``M C = T D``):
+
+    - ``f = tr(C) − tr(C ΘᵀM) = Σ_k G_kk c_k² − Σ (T D) ∘ Θ``;
+    - ``dY = −Y (dΘᵀΘ + ΘᵀdΘ) Y`` gives ``∂f/∂Θ|_c = −2 Θ Y C Y = −2 M C Y`` (as ``ΘY = M``), and
+      ``M C Y = T D − ((T D) Θᵀ) M`` is O(p² n);
+    - through c: ``∂f/∂c_k = 2 Σ_j G_kj c_j Y_kj = 2 (G_kk c_k − Σ_l Θ_lk T_lk)`` and
+      ``∂c_k/∂Θ_lk = 1``.
+
+    >>> import numpy as np
+    >>> g = np.eye(3)
+    >>> f, grad = pidentity_objective(np.zeros(3), g, 1)  # Θ = 0: the identity, tr(G)
+    >>> float(f), grad.round(6).tolist()
+    (3.0, [2.0, 2.0, 2.0])
     """
     n = gram.shape[0]
     theta = theta_flat.reshape(p, n)
     c = 1.0 + theta.sum(axis=0)
     r = np.eye(p) + theta @ theta.T
-    r_inv_theta = np.linalg.solve(r, theta)  # = Θ Y (p x n)
-    y = np.eye(n) - theta.T @ r_inv_theta
-    gc = gram * np.outer(c, c)
-    f = float(np.sum(gc * y))
-    ty = r_inv_theta
-    grad = -2.0 * (ty @ gc) @ y
-    grad += (2.0 * ((gram * y) @ c))[None, :]
+    m = np.linalg.solve(r, theta)
+    t = (m * c) @ gram
+    diag = np.diag(gram)
+    tc = t * c
+    f = float(np.dot(diag, c * c) - np.sum(tc * theta))
+    mcy = tc - (tc @ theta.T) @ m
+    grad = -2.0 * mcy + (2.0 * (diag * c - np.sum(theta * t, axis=0)))[None, :]
     return f, grad.ravel()
 
 
@@ -92,19 +110,21 @@ class PIdentityResult:
         return pidentity_matrix(self.theta)
 
 
-#: Above this axis size OPT_0 runs one restart at p = n/16 for at most 300 iterations (HDMM's
-#: default p; each evaluation is O(p n²)), keeping AllRange(1024) near HDMM's 16 s.
+#: Above this axis size OPT_0 runs one restart at p = n/16 (HDMM's default p; each evaluation is
+#: one p x n x n product, :func:`pidentity_objective`) for at most 1,000 iterations: 12 CPU seconds
+#: on AllRange(1024) with one BLAS thread, under HDMM's 16 s.
 LARGE_AXIS = 256
 
 
 def _schedule(n: int) -> tuple[list[int], int, int]:
     """(p values, restarts, max iterations) of OPT_0 on an axis of n cells.
 
-    Restarts matter more than iterations: on Prefix(256) four seeded restarts at p = 16 end
-    between 13,769 and 14,114 (ε = 1), while 1,500 iterations from one start reach 13,961.
+    Restarts matter more than iterations at moderate n: on Prefix(256) four seeded restarts at
+    p = 16 end between 13,769 and 14,114 (ε = 1), while 1,500 iterations from one start reach
+    13,961. On 1,024 cells iterations still pay (AllRange(1024): 300 → 64.42e6, 1,000 → 64.11e6).
     """
     if n > LARGE_AXIS:
-        return [n // 16], 1, 300
+        return [n // 16], 1, 1000
     if n > 16:
         return [n // 16], 4, 500
     return sorted({max(1, n // 4), max(1, n // 2), n}), 2, 500
@@ -121,9 +141,15 @@ def opt_pidentity(
     """OPT_0: minimise ``tr(G (A(Θ)ᵀA(Θ))⁻¹)`` over ``Θ ≥ 0`` (L-BFGS-B, seeded restarts).
 
     ``Θ = 0`` (the identity strategy) is always a candidate, so the result never loses to identity.
+    The objective is run on ``G / tr(G)`` (value 1 at the identity): unscaled, the first L-BFGS-B
+    step of a small-p run could overshoot onto ``Θ = 0``, a KKT point, and stop there (AllRange(256),
+    p = 4 and 8: one seed in three ended at the identity's 5,658,112; scaled, none did).
     """
     start = time.perf_counter()
-    g = np.asarray(gram, dtype=np.float64)
+    raw = np.asarray(gram, dtype=np.float64)
+    scale = float(np.trace(raw))
+    scale = scale if scale > 0 else 1.0
+    g = raw / scale
     n = g.shape[0]
     p_default, r_default, it_default = _schedule(n)
     restarts = r_default if restarts is None else restarts
@@ -141,11 +167,11 @@ def opt_pidentity(
                 jac=True,
                 method="L-BFGS-B",
                 bounds=[(0.0, None)] * (p * n),
-                options={"maxiter": maxiter},
+                options={"maxiter": maxiter, "gtol": 1e-10},
             )
             if float(res.fun) < best:
                 best, best_theta = float(res.fun), np.asarray(res.x).reshape(p, n)
-    return PIdentityResult(best_theta, best, time.perf_counter() - start)
+    return PIdentityResult(best_theta, best * scale, time.perf_counter() - start)
 
 
 def kron_terms(gram: LinearOperator) -> list[list[FloatArray]] | None:
@@ -172,7 +198,8 @@ class KronResult:
 
 
 def _trace_inv(g: FloatArray, a: FloatArray) -> float:
-    return float(np.sum(g * np.linalg.pinv(a.T @ a)))
+    """``tr(G (AᵀA)⁺)`` (Cholesky, or the pseudo-inverse when AᵀA is singular)."""
+    return GramSolver(Explicit(a.T @ a)).trace_with(Explicit(g))
 
 
 def opt_kron(
@@ -202,6 +229,68 @@ def opt_kron(
     return KronResult(factors, objective, time.perf_counter() - start)
 
 
+# -- unions of Kronecker products (HDMM §6, OPT_+) ------------------------------------------------
+
+
+@dataclass
+class UnionResult:
+    """OPT_+: one Kronecker strategy per workload term, stacked with weights ``w`` (``Σw = 1``).
+
+    ``parts[j]`` are term j's per-axis factors (every column of L1 norm 1), so the stack
+    ``[w₁ A₁; …; w_k A_k]`` has ``‖A‖₁ = Σw = 1``; ``bound = (Σ_j e_j^{1/3})³`` is an upper bound
+    on its ``tr(G (AᵀA)⁺)`` (``e_j = tr(G_j (A_jᵀA_j)⁻¹)``, see :func:`opt_union`).
+    """
+
+    parts: list[list[FloatArray]]
+    weights: FloatArray
+    bound: float
+    seconds: float
+
+
+def union_weights(errors: Sequence[float]) -> tuple[FloatArray, float]:
+    """Weights minimising ``(Σ w_j)² Σ_j e_j / w_j²``: ``w_j ∝ e_j^{1/3}``, value ``(Σ e_j^{1/3})³``.
+
+    (Stationarity: ``2 S Σ e/w² = 2 S² e_j / w_j³`` for every j, with ``S = Σw``.)
+
+    >>> w, value = union_weights([1.0, 8.0])
+    >>> w.round(6).tolist(), round(value, 6)
+    ([0.333333, 0.666667], 27.0)
+    """
+    e = np.asarray(errors, dtype=np.float64)
+    r = np.cbrt(e)
+    return r / r.sum(), float(r.sum() ** 3)
+
+
+def opt_union(
+    terms: list[list[FloatArray]], *, restarts: int | None = None, seed: int = 0
+) -> UnionResult:
+    """OPT_+ (HDMM §6) for ``G = Σ_j ⊗ᵢ G_ij``: a union of Kronecker products.
+
+    Term j gets its own product ``A_j = ⊗ᵢ A_ij``: the total query ``1ᵀ`` on axes where
+    ``G_ij`` is a multiple of J (its optimum), OPT_0's p-Identity elsewhere. Stacked with weights
+    ``w_j``, ``AᵀA = Σ_j w_j² A_jᵀA_j ⪰ w_j² A_jᵀA_j``, so ``tr(G_j (AᵀA)⁺) ≤ e_j / w_j²`` and the
+    error is at most ``(Σw)² Σ_j e_j / w_j²``, minimised by :func:`union_weights`. The exact error
+    of the stack (never above the bound) is computed by the caller. Simplified against HDMM: one
+    group per term, each term's product optimised for that term alone (no joint refinement).
+    """
+    start = time.perf_counter()
+    parts: list[list[FloatArray]] = []
+    errors: list[float] = []
+    for j, term in enumerate(terms):
+        factors: list[FloatArray] = []
+        for i, g in enumerate(term):
+            kind = classify_factor(g)
+            if kind is not None and kind[0] == "J":
+                factors.append(np.ones((1, g.shape[0])))
+            else:
+                res = opt_pidentity(g, restarts=restarts, seed=seed + 31 * j + i)
+                factors.append(res.matrix)
+        parts.append(factors)
+        errors.append(math.prod(_trace_inv(g, a) for g, a in zip(term, factors, strict=True)))
+    weights, bound = union_weights(errors)
+    return UnionResult(parts, weights, bound, time.perf_counter() - start)
+
+
 # -- marginals (HDMM §6.3) ------------------------------------------------------------------------
 
 
@@ -214,40 +303,15 @@ def marginal_weights(terms: list[list[FloatArray]]) -> dict[frozenset[int], floa
     for term in terms:
         coef, axes = 1.0, set()
         for i, f in enumerate(term):
-            c = float(f[0, 0])
-            if f.shape[0] > 1 and np.allclose(f, c * np.eye(f.shape[0])):
-                axes.add(i)
-            elif not np.allclose(f, c):
+            kind = classify_factor(f)
+            if kind is None:
                 return None
-            coef *= c
+            if kind[0] == "I":
+                axes.add(i)
+            coef *= kind[1]
         key = frozenset(axes)
         out[key] = out.get(key, 0.0) + coef
     return out
-
-
-def _subsets(k: int) -> list[frozenset[int]]:
-    return [frozenset(i for i in range(k) if mask >> i & 1) for mask in range(2**k)]
-
-
-def _marginal_tables(
-    weights: dict[frozenset[int], float], dims: Sequence[int]
-) -> tuple[list[frozenset[int]], FloatArray, FloatArray, FloatArray, FloatArray]:
-    """Spectral tables of the marginal algebra.
-
-    Per axis ``I = P + Q`` and ``J = nᵢ P`` (P = J/nᵢ), so the projectors
-    ``E_R = ⊗ (Q if i ∈ R else P)`` (rank ``Πᵢ∈R (nᵢ − 1)``) diagonalise every ``C_S``:
-    ``C_S E_R = [R ⊆ S] Π_{i∉S} nᵢ E_R``. Returns subsets, ``rank(R)``, ``g(R)`` (the workload's
-    eigenvalue on E_R), the 0/1 containment matrix ``[R ⊆ S]`` and ``c_S = Π_{i∉S} nᵢ``.
-    """
-    subs = _subsets(len(dims))
-    rank = np.array([math.prod(dims[i] - 1 for i in r) for r in subs], dtype=np.float64)
-    c = np.array(
-        [math.prod(d for i, d in enumerate(dims) if i not in s_) for s_ in subs], dtype=np.float64
-    )
-    contain = np.array([[1.0 if r <= s_ else 0.0 for s_ in subs] for r in subs])
-    w = np.array([weights.get(s_, 0.0) for s_ in subs])
-    g = contain @ (w * c)
-    return subs, rank, g, contain, c
 
 
 def marginals_objective(
@@ -273,7 +337,7 @@ def opt_marginals(
     weights: dict[frozenset[int], float], dims: Sequence[int], *, restarts: int = 4, seed: int = 0
 ) -> tuple[list[frozenset[int]], FloatArray, float]:
     """OPT_M: the weights θ_S of the marginals strategy (L-BFGS-B, seeded restarts)."""
-    subs, rank, g, contain, c = _marginal_tables(weights, dims)
+    subs, rank, g, contain, c = marginal_tables(weights, dims)
     rng = np.random.default_rng(seed)
     best_theta, best = np.zeros(len(subs)), math.inf
     for _ in range(restarts):
@@ -368,11 +432,19 @@ def _kron_l1_error(terms: list[list[FloatArray]], factors: Sequence[FloatArray])
     return l1**2 * trace
 
 
+#: OPT_+ is tried up to this many cells (its stacked Gram is solved densely by the mechanism), and
+#: its error is computed exactly up to UNION_EXACT_CELLS (above, the upper bound of
+#: :func:`opt_union` is compared, so a chosen union is never worse than reported).
+UNION_MAX_CELLS = 4096
+UNION_EXACT_CELLS = 1024
+
+
 def optimized_strategy(workload: Any, *, seed: int = 0) -> Any:
     """The ``opt`` strategy: OPT_0 / OPT_⊗ under L1, or a fixed strategy when one is better.
 
     Candidates: the optimised p-Identity (1-D) or Kronecker product of p-Identities (a Gram that
-    is a sum of Kronecker products: product workloads, marginals, unions of products), and the
+    is a sum of Kronecker products: product workloads, marginals, unions of products), OPT_M
+    (marginal workloads), OPT_+ (other unions of products, up to :data:`UNION_MAX_CELLS`), and the
     per-axis identity, hierarchical and (power-of-two axes) Haar wavelet; the least
     ``‖A‖₁² tr(G (AᵀA)⁻¹)`` is kept. Data-independent (no budget); seeded, so reproducible.
     ``info`` records the objective, the winner and the optimisation time.
@@ -411,8 +483,24 @@ def optimized_strategy(workload: Any, *, seed: int = 0) -> Any:
     mw = marginal_weights(terms) if len(dims) > 1 else None
     if mw is not None:
         subs, theta, errors["marginals"] = opt_marginals(mw, dims, seed=seed)
+    union = None
+    if len(terms) > 1 and mw is None and workload.n <= UNION_MAX_CELLS:
+        union = opt_union(terms, seed=seed)
+        union_parts = [
+            kron([dense(w * f if i == 0 else f) for i, f in enumerate(factors)])
+            for w, factors in zip(union.weights, union.parts, strict=True)
+            if w > 0
+        ]
+        union_strategy = stack(union_parts, name="opt")
+        errors["union"] = union.bound
+        if workload.n <= UNION_EXACT_CELLS:
+            op = union_strategy.operator
+            trace = GramSolver.for_strategy(op).trace_with(workload.gram)
+            errors["union"] = op.l1_sensitivity() ** 2 * trace
     winner = min(errors, key=lambda k: errors[k])
-    if winner == "pidentity":
+    if winner == "union":
+        out = union_strategy
+    elif winner == "pidentity":
         out = kron([dense(f, name="pidentity") for f in res.factors], name="opt")
     elif winner == "marginals":
         parts = []
@@ -457,9 +545,12 @@ def gaussian_optimal_strategy(workload: Any) -> Any:
 
 
 __all__ = [
+    "UNION_EXACT_CELLS",
+    "UNION_MAX_CELLS",
     "GaussianOptimum",
     "KronResult",
     "PIdentityResult",
+    "UnionResult",
     "gaussian_optimal_strategy",
     "gaussian_optimum",
     "gaussian_optimum_dense",
@@ -469,7 +560,9 @@ __all__ = [
     "opt_kron",
     "opt_marginals",
     "opt_pidentity",
+    "opt_union",
     "optimized_strategy",
     "pidentity_matrix",
     "pidentity_objective",
+    "union_weights",
 ]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from typing import Any
@@ -40,6 +41,10 @@ from dpcube.schema import Schema
 #: LSA runs in ``dpcube plan`` only up to this many cells (it is O(k n³)).
 MAX_LSA_CELLS = 1024
 
+#: ``eigen`` is listed by default only up to this many cells (a dense n x n eigendecomposition
+#: and a dense solve: 4,096 cells took 86 s); ask for it with ``--strategies`` above.
+MAX_EIGEN_CELLS = 1024
+
 #: With delta, the Gaussian optimum is solved densely per axis up to this many cells (an
 #: eigendecomposition per iteration); ``gauss-opt`` is listed by default up to MAX_GAUSS_OPT_AXIS.
 MAX_OPTIMUM_AXIS = 2048
@@ -47,13 +52,14 @@ MAX_GAUSS_OPT_AXIS = 256
 
 
 def applicable(workload: Workload) -> list[str]:
-    """Strategies that apply to the workload's grid (power-of-two axes for the wavelet, dense
-    strategies up to :data:`MAX_DENSE_CELLS` cells, LSA up to :data:`MAX_LSA_CELLS`)."""
+    """Strategies listed by default for the workload's grid (power-of-two axes for the wavelet,
+    ``eigen`` up to :data:`MAX_EIGEN_CELLS` cells, LSA up to :data:`MAX_LSA_CELLS`, ``opt`` for
+    1-D workloads and Grams that are sums of Kronecker products)."""
     n = workload.n
     names = ["identity", "hierarchical"]
     if all(d & (d - 1) == 0 for d in workload.dims):
         names.append("wavelet")
-    if n <= MAX_DENSE_CELLS:
+    if n <= min(MAX_DENSE_CELLS, MAX_EIGEN_CELLS):
         names.append("eigen")
     if n <= MAX_LSA_CELLS:
         names.append("lsa")
@@ -71,13 +77,49 @@ def applicable(workload: Workload) -> list[str]:
     return names
 
 
+def gaussian_wins_b3(l1: float, l2: float, n: int) -> bool:
+    """App. B.3 as corrected by spec E8: with delta = 2/n^2 and the classic Gaussian mechanism
+    (sigma^2 = 2 ln(1/delta) Delta_2^2 / eps^2, so P = 2 ln(n^2) / eps^2), (eps, delta)-MM has
+    lower error than eps-MM iff ``||A||_1 > sqrt(2 ln n) ||A||_2``; the paper's
+    ``log^{1/4} n`` is wrong. For a binary hierarchy on n = 1024 (11 levels: ||A||_1 = 11,
+    ||A||_2 = sqrt(11)) Laplace still wins, where the paper's rule would pick Gaussian:
+
+    >>> gaussian_wins_b3(11.0, 11.0**0.5, 1024), 11.0 > 11.0**0.5 * math.log(1024) ** 0.25
+    (False, True)
+    >>> gaussian_wins_b3(40.0, 40.0**0.5, 1024)  # 40 levels: ||A||_1 / ||A||_2 = 6.3 > 3.7
+    True
+    """
+    return l1 > math.sqrt(2.0 * math.log(n)) * l2
+
+
+def noise_comparison(
+    mech: MatrixMechanism, strategy: Any, trace: float, epsilon: float, neighbour: str
+) -> dict[str, Any]:
+    """The release errors of one strategy under Gaussian (``mech``, with delta) and Laplace noise
+    at the same epsilon, and which is lower (spec E8: dpcube's samplers, not the B.3 formula)."""
+    laplace = MatrixMechanism(epsilon, None, neighbour=neighbour)
+    gaussian_error = mech.release_noise_variance(strategy) * trace
+    laplace_error = laplace.release_noise_variance(strategy) * trace
+    return {
+        "laplace_error": laplace_error,
+        "winner": "gaussian" if gaussian_error < laplace_error else "laplace",
+        "gaussian_over_laplace": gaussian_error / laplace_error,
+    }
+
+
 def plan(
     workload: Workload,
     epsilon: float,
     delta: float | None = None,
     strategies: list[str] | None = None,
+    neighbour: str = "add_remove",
 ) -> dict[str, Any]:
-    """Expected error, ratio to svdb and build time of each strategy; the recommended one."""
+    """Expected error, ratio to svdb and build time of each strategy; the recommended one.
+
+    Each strategy's row also has ``trace`` (``tr(G(AᵀA)⁻¹)``), ``sensitivity`` (in the noise's
+    norm under ``neighbour``) and ``support``: with
+    :func:`~dpcube.mechanisms.matrix.mechanism.row_noise_variance` they give the error at any
+    other epsilon (``dpcube.planning``)."""
     validate_privacy(epsilon, delta)
     gaussian = delta is not None and delta > 0
     unit = gaussian_sigma(1.0, epsilon, delta) ** 2 if gaussian and delta else 2.0 / epsilon**2
@@ -98,12 +140,12 @@ def plan(
     if gaussian and max(axes) <= MAX_OPTIMUM_AXIS and (isinstance(gram, Kronecker) or n_ok):
         optimum = gaussian_optimum(gram)
         out["optimum"] = {**optimum.to_dict(), "error": unit * optimum.primal}
-    mech = MatrixMechanism(epsilon, delta)
+    mech = MatrixMechanism(epsilon, delta, neighbour=neighbour)
     for name in strategies or applicable(workload):
         start = time.perf_counter()
         s = make_strategy(name, workload.dims, workload)
         op = s.operator
-        sens = op.l2_sensitivity() if gaussian else op.l1_sensitivity()
+        sens = mech.sensitivity(s)
         trace = GramSolver.for_strategy(op).trace_with(workload.gram)
         nominal = unit * sens**2 * trace
         error = mech.release_noise_variance(s) * trace
@@ -112,12 +154,27 @@ def plan(
             "nominal_error": nominal,
             "ratio": nominal / bound,
             "rows": op.rows,
+            "trace": trace,
+            "sensitivity": sens,
+            "support": mech.support(s),
             "seconds": round(time.perf_counter() - start, 3),
         }
         if optimum is not None:
             row["ratio_to_optimum"] = nominal / (unit * optimum.primal)
+        if gaussian:
+            row.update(noise_comparison(mech, s, trace, epsilon, neighbour))
         out["strategies"][name] = row
     out["recommended"] = min(out["strategies"], key=lambda k: out["strategies"][k]["error"])
+    if gaussian:
+        rows = out["strategies"]
+        best_laplace = min(rows, key=lambda k: rows[k]["laplace_error"])
+        g, lap = rows[out["recommended"]]["error"], rows[best_laplace]["laplace_error"]
+        out["noise_comparison"] = {
+            "gaussian": {"strategy": out["recommended"], "error": g},
+            "laplace": {"strategy": best_laplace, "error": lap},
+            "winner": "gaussian" if g < lap else "laplace",
+            "ratio": max(g, lap) / min(g, lap),
+        }
     return out
 
 
@@ -179,6 +236,7 @@ def handler(args: argparse.Namespace) -> int:
 
 
 __all__ = [
+    "MAX_EIGEN_CELLS",
     "MAX_GAUSS_OPT_AXIS",
     "MAX_LSA_CELLS",
     "MAX_OPTIMUM_AXIS",

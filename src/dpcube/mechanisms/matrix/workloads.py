@@ -239,6 +239,121 @@ def marginal_predicates(dims: Sequence[int]) -> Workload:
     )
 
 
+def parse_families(text: str) -> list[tuple[str, tuple[int, ...], NDArray[np.float64]]]:
+    """Per-attribute query families of an ``upto`` spec, comma-separated: ``r16`` (every range of
+    16 bins), ``r8x8`` (every rectangle of an 8 x 8 spatial grid), ``c3`` (each of 3 categories and
+    their total), ``t4@0-1.2-3`` (the nodes of a hierarchy over 4 leaves: every leaf, the root and
+    the internal nodes listed as leaf intervals). Returns (token, axes, Gram of the family).
+
+    >>> [(t, d, g.shape) for t, d, g in parse_families("r3,c2")]
+    [('r3', (3,), (3, 3)), ('c2', (2,), (2, 2))]
+    >>> parse_families("t3@0-1")[0][2].astype(int).tolist()  # leaves, root, node {0, 1}
+    [[3, 2, 1], [2, 3, 1], [1, 1, 2]]
+    """
+    out = []
+    for token in text.split(","):
+        token = token.strip()
+        kind, rest = token[:1], token[1:]
+        if kind == "r":
+            dims = parse_dims(rest)
+            for d in dims:
+                check_dense_side(d, f"an axis of query family {token!r}")
+            gram = np.ones((1, 1))
+            for d in dims:
+                gram = np.asarray(np.kron(gram, allrange_gram_1d(d)), dtype=np.float64)
+            out.append((token, dims, gram))
+        elif kind in ("c", "t"):
+            head, _, nodes = rest.partition("@")
+            if not head.isdigit() or int(head) < 1:
+                raise QueryError(f"query family {token!r}: expected {kind}<number of categories>")
+            n = int(head)
+            check_dense_side(n, f"query family {token!r}")
+            # one category alone is the total: the family is that one query
+            gram = np.eye(n) + np.ones((n, n)) if n > 1 else np.ones((1, 1))
+            for node in [x for x in nodes.split(".") if x] if kind == "t" else []:
+                lo, _, hi = node.partition("-")
+                a, b = int(lo), int(hi)
+                if not 0 <= a <= b < n:
+                    raise QueryError(
+                        f"query family {token!r}: node {node!r} is not inside 0-{n - 1}"
+                    )
+                gram[a : b + 1, a : b + 1] += 1.0
+            out.append((token, (n,), gram))
+        else:
+            raise QueryError(
+                f"unknown query family {token!r}; use r<bins>, r<bins>x<bins>, c<categories> or "
+                "t<leaves>@<lo>-<hi>.<lo>-<hi>"
+            )
+    return out
+
+
+def attribute_queries(k: int, families: str) -> Workload:
+    """Every query that constrains at most ``k`` attributes, each constrained attribute with a query
+    of its family (:func:`parse_families`), the others unconstrained; every query counted once.
+
+    With ``Qᵢ`` the family of attribute i (its Gram ``Gᵢ``, containing the unconstrained query,
+    Gram ``J``), the queries constraining exactly the set T are ``⊗_{i∈T}(Qᵢ∖{1}) ⊗_{i∉T} 1``, so
+    ``G = Σ_{|T|≤k} ⊗_{i∈T}(Gᵢ − J) ⊗_{i∉T} J = Σ_U c_U ⊗_{i∈U} Gᵢ ⊗_{i∉U} J`` with
+    ``c_U = Σ_{j=0}^{k−|U|} (−1)^j C(d−|U|, j)`` (expanding the products): a sum of Kronecker
+    products, never formed densely.
+
+    >>> w = attribute_queries(1, "r2,c2")   # 1 total + 2 ranges + 2 categories
+    >>> w.size, np.allclose(w.gram.dense(), from_matrix(
+    ...     [[1, 1, 1, 1], [1, 1, 0, 0], [0, 0, 1, 1], [1, 0, 1, 0], [0, 1, 0, 1]]).gram.dense())
+    (5, True)
+    """
+    fams = parse_families(families)
+    d = len(fams)
+    if not 0 <= k <= d:
+        raise QueryError(f"upto: k = {k} must be between 0 and the number of attributes {d}")
+    dims = tuple(n for _, axes, _ in fams for n in axes)
+    parts: list[LinearOperator] = []
+    for size_u in range(k + 1):
+        coefficient = sum((-1) ** j * math.comb(d - size_u, j) for j in range(k - size_u + 1))
+        if coefficient == 0:
+            continue
+        for subset in itertools.combinations(range(d), size_u):
+            factors: list[LinearOperator] = []
+            for i, (_, axes, family_gram) in enumerate(fams):
+                if i in subset:
+                    if len(axes) == 1:
+                        factors.append(Explicit(family_gram))
+                    else:  # a rectangle family is the Kronecker product of its axes' ranges
+                        factors.extend(Explicit(allrange_gram_1d(n)) for n in axes)
+                else:
+                    factors.extend(Total(n).gram() for n in axes)
+            factors[0] = Explicit(coefficient * factors[0].dense())
+            parts.append(_kron_or_single(factors))
+    counts = [_family_size(t) for t, _, _ in fams]
+    size = sum(
+        math.prod(counts[i] - 1 for i in subset)
+        for j in range(k + 1)
+        for subset in itertools.combinations(range(d), j)
+    )
+    gram: LinearOperator = parts[0] if len(parts) == 1 else Sum(parts)
+    return Workload(
+        f"queries on up to {k} attributes ({families})",
+        dims,
+        gram,
+        size,
+        spec=f"upto:{k}:{families}",
+    )
+
+
+def _family_size(token: str) -> int:
+    """Number of queries of a family, the unconstrained one included.
+
+    >>> _family_size("r3"), _family_size("r2x2"), _family_size("c3"), _family_size("t4@0-1.2-3")
+    (6, 9, 4, 7)
+    """
+    kind, rest = token[:1], token[1:]
+    if kind == "r":
+        return math.prod(n * (n + 1) // 2 for n in parse_dims(rest))
+    head, _, nodes = rest.partition("@")
+    n = int(head)
+    return n + 1 + len([x for x in nodes.split(".") if x]) if n > 1 else 1
+
+
 def marginal_range_parts(dims: Sequence[int]) -> list[tuple[int, Workload]]:
     """The separated workloads of :func:`marginal_ranges` (Thm 4.2): (axis, AllRange(dᵢ))."""
     return [(i, allrange((d,))) for i, d in enumerate(dims)]
@@ -474,6 +589,8 @@ def parse_workload(spec: str) -> Workload:
             return marginals(int(args[0]), parse_dims(args[1]))
         if kind == "marginal-predicates" and len(args) == 1:
             return marginal_predicates(parse_dims(args[0]))
+        if kind == "upto" and len(args) == 2:
+            return attribute_queries(int(args[0]), args[1])
         if kind == "marginal-ranges" and len(args) == 1:
             return marginal_ranges(parse_dims(args[0]))
         if kind in ("random-range", "biased-range", "central-range") and len(args) == 2:
@@ -570,6 +687,7 @@ __all__ = [
     "allrange",
     "allrange_gram_1d",
     "allrange_rows_1d",
+    "attribute_queries",
     "average_coverage",
     "box_gram",
     "check_dense_side",
@@ -582,6 +700,7 @@ __all__ = [
     "marginal_ranges",
     "marginals",
     "parse_dims",
+    "parse_families",
     "parse_workload",
     "prefix",
     "prefix_gram_1d",

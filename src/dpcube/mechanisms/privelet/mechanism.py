@@ -39,7 +39,7 @@ from numpy.typing import NDArray
 
 from dpcube.errors import SchemaError
 from dpcube.histogram import Histogram
-from dpcube.mechanisms.base import Mechanism, SensitivityClaim
+from dpcube.mechanisms.base import Mechanism, SensitivityClaim, refuse_delta
 from dpcube.mechanisms.privelet.transforms import (
     EXACT_LIMIT,
     AxisTransform,
@@ -329,6 +329,7 @@ class PriveletPlus(Mechanism):
 
     @classmethod
     def from_cli(cls, args: argparse.Namespace, params: dict[str, Any]) -> Mechanism:
+        refuse_delta(args, cls.name)
         params = dict(params)
         plain = getattr(args, "plain_attributes", None)
         if plain is not None and "plain_attributes" not in params:
@@ -377,6 +378,7 @@ class Privelet(PriveletPlus):
 
     @classmethod
     def from_cli(cls, args: argparse.Namespace, params: dict[str, Any]) -> Mechanism:
+        refuse_delta(args, cls.name)
         return cls(epsilon=args.epsilon, neighbour=args.neighbour, **params)
 
     @classmethod

@@ -149,13 +149,18 @@ class SpatialMechanism(Mechanism):
     """Base of the spatial mechanisms: a 2-D histogram in, a release of rectangles out.
 
     Unit of privacy: one location point (unbounded, ``add_remove`` neighbours; spec section 3).
+    ``replace`` neighbours (a point moved; the number of points public) are supported by group
+    privacy: a replacement is one removal and one addition, so every measurement's sensitivity is
+    at most twice its add/remove sensitivity and every internal budget is halved
+    (:attr:`points_per_unit`). For counts this is tight (one cell -1, another +1); for the noisy
+    total it is loose (a replacement does not change the total).
     With ``user_bound=c`` the unit is one user holding at most c points: the input histogram must
     come from :func:`dpcube.mechanisms.spatial.users.bound_contributions` with that c (or a
     smaller one), and every internal budget is ``epsilon / c`` (group privacy of a pure
     epsilon-DP mechanism: c points change every measurement by at most c times its sensitivity).
     """
 
-    neighbours: ClassVar[tuple[Neighbour, ...]] = (Neighbour.ADD_REMOVE,)
+    neighbours: ClassVar[tuple[Neighbour, ...]] = (Neighbour.ADD_REMOVE, Neighbour.REPLACE)
 
     def __init__(
         self,
@@ -171,20 +176,30 @@ class SpatialMechanism(Mechanism):
             )
         self.user_bound = int(user_bound)
 
+    @property
+    def points_per_unit(self) -> int:
+        """Add/remove steps of one point that one neighbouring step can take: ``user_bound`` c
+        under ``add_remove``, 2c under ``replace`` (one removal and one addition per point).
+        Every internal budget is divided by it (group privacy of pure epsilon-DP)."""
+        return self.user_bound * (2 if self.neighbour == Neighbour.REPLACE else 1)
+
     def point_claims(self, schema: Schema) -> list[SensitivityClaim]:
         """The measurements and their sensitivities to one point (subclasses)."""
         raise NotImplementedError
 
     def sensitivity_claims(self, schema: Schema) -> list[SensitivityClaim]:
-        """Per point; with ``user_bound=c`` a user moves every measurement by at most c times."""
+        """Per point; with ``user_bound=c`` a user moves every measurement by at most c times, and
+        a replacement by at most twice the add/remove sensitivity."""
         claims = self.point_claims(schema)
-        if self.user_bound == 1:
+        c = self.points_per_unit
+        if c == 1:
             return claims
-        c = self.user_bound
+        reasons = (["user"] if self.user_bound > 1 else []) + (
+            ["replace"] if c > self.user_bound else []
+        )
+        label = f"x{c} ({', '.join(reasons)})"
         return [
-            dataclasses.replace(
-                x, name=f"{x.name} x{c} (user)", declared=x.declared * c, tight=False
-            )
+            dataclasses.replace(x, name=f"{x.name} {label}", declared=x.declared * c, tight=False)
             for x in claims
         ]
 
@@ -237,8 +252,8 @@ class SpatialMechanism(Mechanism):
 
     @property
     def unit_epsilon(self) -> float:
-        """The budget per point: epsilon / user_bound."""
-        return self.epsilon / self.user_bound
+        """The budget per point: epsilon / :attr:`points_per_unit`."""
+        return self.epsilon / self.points_per_unit
 
     def prepare(self, data: Any) -> Histogram:
         hist: Histogram = super().prepare(data)
@@ -260,5 +275,5 @@ class SpatialMechanism(Mechanism):
         meta = super().metadata(data, source)
         meta.report["privacy_unit"] = (
             "point" if self.user_bound == 1 else f"user (at most {self.user_bound} points)"
-        )
+        ) + (" replaced (bounded DP)" if self.neighbour == Neighbour.REPLACE else "")
         return meta

@@ -12,7 +12,8 @@ Budget (Eq. 4): ``eps_tot = eps_height + h eps_level + eps_data``, spent as
    every released leaf with the rest of its path's budget: every path spends exactly eps_data.
 
 Neighbours: add or remove one point (spec section 3); with ``user_bound=c``, one user of at most c
-points (every budget above is divided by c). The data-dependent steps compose adaptively along
+points (every budget above is divided by c); ``replace`` divides them by 2c (group privacy, see
+:class:`~dpcube.mechanisms.spatial._common.SpatialMechanism`). The data-dependent steps compose adaptively along
 each root-to-leaf path and in parallel across the disjoint nodes of a level.
 """
 
@@ -182,7 +183,7 @@ class HTF(SpatialMechanism):
         self, hist: Histogram, source: RandomSource
     ) -> tuple[int, Tree, Perturbed, tuple[float, float, float]]:
         """The three steps; returns (h, the partition tree, the perturbed leaves, the budget)."""
-        c = self.user_bound
+        c = self.points_per_unit
         F = hist.counts
         if self.height is None:
             n_hat = noisy_count(int(F.sum()), self.eps_height / c, source)
@@ -214,7 +215,7 @@ class HTF(SpatialMechanism):
         self, data: Histogram, source: RandomSource, metadata: ReleaseMetadata
     ) -> LeafRelease:
         h, _, perturbed, (eps_height, eps_prt, eps_data) = self.run(data, source)
-        c = self.user_bound
+        c = self.points_per_unit
         paths = (eps_height + eps_prt) + perturbed.path_data_epsilon * c
         metadata.noise = {
             "distribution": "discrete_laplace (counts), snapped_laplace (split objectives)",

@@ -155,7 +155,7 @@ class PrivTree(SpatialMechanism):
     def _release(
         self, data: Histogram, source: RandomSource, metadata: ReleaseMetadata
     ) -> LeafRelease:
-        u = self.user_bound
+        u = self.points_per_unit
         eps_tree = self.tree_share * self.epsilon / u
         eps_leaves = (1 - self.tree_share) * self.epsilon / u
         tree = privtree_structure(data.counts, eps_tree, self.theta, source)
