@@ -60,6 +60,7 @@ BENCHMARKS: dict[str, str] = {
 COMMANDS: dict[str, str] = {
     "plan": "dpcube.planning.cli:register",
     "export": "dpcube.cli.export:register",
+    "audit": "dpcube.cli.audit:register",
 }
 
 

@@ -135,7 +135,8 @@ def brute_force_sensitivity(
     return worst
 
 
-def _neighbours(case: Case) -> list[str]:
+def case_neighbours(case: Case) -> list[str]:
+    """The neighbour notions ``case`` is checked under (default: those its mechanism declares)."""
     if case.neighbours is not None:
         return list(case.neighbours)
     mech = case.make("add_remove") if _supports(case, "add_remove") else case.make("replace")
@@ -160,7 +161,7 @@ def _truth(case: Case, hist: Histogram) -> NDArray[np.float64]:
 
 
 def check_sensitivity(case: Case) -> None:
-    for neighbour in _neighbours(case):
+    for neighbour in case_neighbours(case):
         mech = case.make(neighbour)
         bases = [h.counts for h in tiny_histograms(case.schema)]
         for claim in mech.sensitivity_claims(case.schema):
@@ -177,7 +178,7 @@ def check_sensitivity(case: Case) -> None:
 
 
 def check_budget_charged_once(case: Case) -> None:
-    mech = case.make(_neighbours(case)[0])
+    mech = case.make(case_neighbours(case)[0])
     hist = tiny_histograms(case.schema)[2]
     with tempfile.TemporaryDirectory() as tmp:
         ledger = BudgetLedger(Path(tmp) / "data.ledger")
@@ -197,7 +198,7 @@ def check_budget_charged_once(case: Case) -> None:
 
 
 def check_noiseless_exact(case: Case) -> None:
-    for neighbour in _neighbours(case):
+    for neighbour in case_neighbours(case):
         mech = case.make(neighbour)
         for hist in tiny_histograms(case.schema)[1:]:
             release = mech.release(case.prepare(hist), random_state=NO_NOISE)
@@ -211,7 +212,7 @@ def check_noiseless_exact(case: Case) -> None:
 
 
 def check_shapes(case: Case) -> None:
-    mech = case.make(_neighbours(case)[0])
+    mech = case.make(case_neighbours(case)[0])
     release = mech.release(case.prepare(tiny_histograms(case.schema)[2]), random_state=3)
     counts = getattr(release, "counts", None)
     if counts is not None:
@@ -229,7 +230,7 @@ def check_shapes(case: Case) -> None:
 
 
 def check_seed_determinism(case: Case) -> None:
-    mech = case.make(_neighbours(case)[0])
+    mech = case.make(case_neighbours(case)[0])
     hist = tiny_histograms(case.schema)[2]
     a = mech.release(case.prepare(hist), random_state=42)
     b = mech.release(case.prepare(hist), random_state=42)
@@ -244,7 +245,7 @@ def check_seed_determinism(case: Case) -> None:
 
 
 def check_save_load(case: Case) -> None:
-    mech = case.make(_neighbours(case)[0])
+    mech = case.make(case_neighbours(case)[0])
     release: Release = mech.release(case.prepare(tiny_histograms(case.schema)[2]), random_state=5)
     with tempfile.TemporaryDirectory() as tmp:
         release.save(Path(tmp) / "r")
