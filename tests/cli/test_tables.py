@@ -296,3 +296,36 @@ def test_release_json_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     summary = json.loads(out)
     assert summary["budget_left"]["epsilon"] == pytest.approx(0.75)
     assert summary["for_publication"] is True and summary["release"] == str(tmp_path / "rel")
+
+
+def test_query_runs_and_bootstrap_seed_for_bootstrap_releases(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`dpcube query --runs N --bootstrap-seed S` on a release whose error is a bootstrap: the
+    same interval on every call, N replicates as asked; fewer than 20 refused in one line."""
+    from dpcube import HTF
+
+    schema = Schema.from_dict(
+        {
+            "attributes": [
+                {
+                    "name": "p",
+                    "kind": "spatial",
+                    "columns": ["lat", "lon"],
+                    "bbox": [0.0, 0.0, 8.0, 8.0],
+                    "resolution": [8, 8],
+                }
+            ]
+        }
+    )
+    counts = np.random.default_rng(4).integers(0, 30, schema.shape)
+    HTF(1.0).release(Histogram(schema, counts), random_state=5).save(tmp_path / "r")
+    argv = ["query", str(tmp_path / "r"), "--where", "p=#0..3:0..3", "--json"]
+    argv += ["--runs", "20", "--bootstrap-seed", "7"]
+    code, first, _ = run(capsys, *argv)
+    assert code == 0
+    code, second, _ = run(capsys, *argv)
+    got = json.loads(first)
+    assert got == json.loads(second) and got["error_kind"] == "bootstrap"
+    code, _, err = run(capsys, *argv[:-4], "--runs", "5")
+    assert code == 2 and "at least 20" in err and len(err.strip().splitlines()) == 1

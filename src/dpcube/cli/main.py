@@ -298,7 +298,9 @@ def cmd_query(args: argparse.Namespace) -> int:
 
         names = split_names(args.group_by, "--group-by")
         labels, queries = release.table_cells(names, query)
-        table = rows_from_cells(release, labels, queries, level=level)
+        table = rows_from_cells(
+            release, labels, queries, level=level, runs=args.runs, seed=args.bootstrap_seed
+        )
         if args.json:
             print(json.dumps({**table_json(table), "covered": covered}))
         else:
@@ -306,7 +308,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     else:
         from dpcube.release.uncertainty import format_answer
 
-        u = release.uncertainty([query], level=level)
+        u = release.uncertainty([query], level=level, runs=args.runs, seed=args.bootstrap_seed)
         answer = float(u.answers[0])
         if args.json:
             result = {
@@ -494,6 +496,19 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         "--overlapping",
         action="store_true",
         help="answer value ranges off the bin edges with the bins they overlap (and say so)",
+    )
+    p.add_argument(
+        "--runs",
+        type=int,
+        default=None,
+        help="bootstrap replicates for releases whose error is estimated by re-running the "
+        "mechanism on the release (default 200, at least 20; fewer is faster and coarser)",
+    )
+    p.add_argument(
+        "--bootstrap-seed",
+        type=int,
+        default=None,
+        help="seed the bootstrap replicates (the same interval on every call)",
     )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_query)
