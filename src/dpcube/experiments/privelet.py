@@ -563,7 +563,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--datasets", default="acs,br2000,table3-brazil,table3-us")
     parser.add_argument(
-        "--timing-m", default="20,21,22,23,24", help="log2 m of the time-vs-m sweep"
+        "--timing-m",
+        default="22,23,24,25,26",
+        help="log2 m of the time-vs-m sweep (spec: 2^22..2^26)",
     )
     parser.add_argument(
         "--timing-n", default="1,2,3,4,5", help="millions of rows of the time-vs-n sweep"
