@@ -25,6 +25,7 @@ from dpcube.histogram import Histogram
 from dpcube.mechanisms.spatial._common import spatial_case_schema, tree_height
 from dpcube.mechanisms.spatial.baselines import QuadTree, quadtree_height
 from dpcube.mechanisms.spatial.release import LeafRelease
+from dpcube.release.cells import box_sums, prefix_sums
 
 EPSILONS = (0.01, 0.1, 1.0)
 RULES = ("tuned", "spec", "full")
@@ -38,12 +39,6 @@ def random_boxes(side: int, count: int, seed: int) -> np.ndarray:
     return np.stack([rows, cols], axis=1)
 
 
-def box_truth(F: np.ndarray, boxes: np.ndarray) -> np.ndarray:
-    P = np.pad(F.cumsum(0).cumsum(1), ((1, 0), (1, 0)))
-    r0, r1, c0, c1 = boxes[:, 0, 0], boxes[:, 0, 1] + 1, boxes[:, 1, 0], boxes[:, 1, 1] + 1
-    return np.asarray(P[r1, c1] - P[r0, c1] - P[r1, c0] + P[r0, c0])
-
-
 def sweep(
     name: str, F: np.ndarray, epsilons: tuple[float, ...], reps: int, boxes: np.ndarray
 ) -> list[dict[str, Any]]:
@@ -51,7 +46,7 @@ def sweep(
     side = F.shape[0]
     full = math.ceil(math.log2(side))
     hist = Histogram(spatial_case_schema(side, side), F)
-    truth = box_truth(F, boxes)
+    truth = box_sums(prefix_sums(F), boxes)
     rows = []
     for eps in epsilons:
         mae = {}
