@@ -329,3 +329,11 @@ def test_query_runs_and_bootstrap_seed_for_bootstrap_releases(
     assert got == json.loads(second) and got["error_kind"] == "bootstrap"
     code, _, err = run(capsys, *argv[:-4], "--runs", "5")
     assert code == 2 and "at least 20" in err and len(err.strip().splitlines()) == 1
+
+
+def test_query_runs_on_an_exact_release_is_said_to_have_no_effect(
+    cells: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cells.save(tmp_path / "r")
+    code, _, err = run(capsys, "query", str(tmp_path / "r"), "--where", "age=1..2", "--runs", "50")
+    assert code == 0 and "--runs/--bootstrap-seed have no effect here" in err and "exact" in err

@@ -326,6 +326,16 @@ def cmd_query(args: argparse.Namespace) -> int:
             print(json.dumps(result))
         else:
             print(format_answer(answer, u, 0))
+    if args.runs is not None or args.bootstrap_seed is not None:
+        from dpcube.release.uncertainty import uncertainty_kind
+
+        kind, _ = uncertainty_kind(release)
+        if kind != "bootstrap":  # a flag is never silently ignored
+            print(
+                f"note: --runs/--bootstrap-seed have no effect here: this release's error is "
+                f"{kind}, not a bootstrap",
+                file=sys.stderr,
+            )
     if covered and not args.json:
         parts = ", ".join(f"{k}={v}" for k, v in covered.items())
         print(f"note: --overlapping: answered over the bins that cover {parts}", file=sys.stderr)
