@@ -89,6 +89,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
             "construction)",
             file=sys.stderr,
         )
+    from dpcube.release.base import publication_warning
+
+    for name, item in app.state.served.items():
+        warning = publication_warning(item.release.metadata)
+        if warning:
+            print(f"{name}: {warning}", file=sys.stderr)
     url = url_of(args.host, port)
     names = ", ".join(app.state.served)
     print(f"serving {len(app.state.served)} release(s) ({names}) at {url}", flush=True)

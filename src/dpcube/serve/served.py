@@ -229,19 +229,23 @@ class ServedRelease:
         seed = self.seed if self.bootstrap else None
         try:
             return self.release.uncertainty(resolved, level=level, runs=runs, seed=seed)
-        except DPCubeError:
-            raise
-        except (TypeError, ValueError, KeyError, IndexError, OverflowError) as exc:
+        except (DPCubeError, TypeError, ValueError, KeyError, IndexError, OverflowError) as exc:
             # a query the release could not read (census queries are not resolved above): name
-            # the first one that fails on its own; if none does, it is a bug (re-raised)
-            for i, query in enumerate(resolved):
-                try:
-                    self.release.answer_many([query])
-                except DPCubeError as one:
-                    raise QueryError(f"queries[{i}]: {one}") from None
-                except Exception as one:
-                    raise QueryError(f"queries[{i}] could not be read: {one}") from None
+            # the first one that fails on its own; if none does, the error is re-raised as it is
+            # (a DPCubeError is a 400, anything else a bug: a 500 logged on the server)
+            self._locate_bad_query(resolved)
             raise exc from None
+
+    def _locate_bad_query(self, queries: Sequence[Mapping[str, Any]]) -> None:
+        """Raise a :class:`QueryError` naming the first query the release cannot answer alone."""
+        for i, query in enumerate(queries):
+            try:
+                self.release.answer_many([query])
+                self.release.variance_many([query])
+            except DPCubeError as exc:
+                raise QueryError(f"queries[{i}]: {exc}") from None
+            except Exception as exc:
+                raise QueryError(f"queries[{i}] could not be read: {exc}") from None
 
     def answer(self, queries: Sequence[Any], level: float) -> dict[str, Any]:
         """The answers with their intervals, as the JSON of ``POST .../answer``."""
