@@ -203,12 +203,15 @@ def main(argv: list[str] | None = None) -> int:
         f"{single['per_s']:,.0f} requests/s, p50 {single['p50_ms']:.1f} ms, "
         f"p99 {single['p99_ms']:.1f} ms, {single['errors']} errors; server "
         f"{single['server_cpu_ms_per_request']:.3f} CPU ms/request "
-        f"({single['server_cpu_share']:.0%} of a core)"
+        f"({single['server_cpu_share']:.0%} of a core; with a core to itself: "
+        f"{1000.0 / single['server_cpu_ms_per_request']:,.0f} requests/s)"
     )
     print(
         f"HTTP batches of {args.batch} ({args.batch_clients} clients): {answers_per_s:,.0f} "
         f"answers/s, p50 {batch['p50_ms']:.1f} ms, p99 {batch['p99_ms']:.1f} ms, "
-        f"{batch['errors']} errors; server {batch['server_cpu_ms_per_request']:.1f} CPU ms/request"
+        f"{batch['errors']} errors; server {batch['server_cpu_ms_per_request']:.1f} CPU ms/request "
+        f"(with a core to itself: {args.batch * 1000.0 / batch['server_cpu_ms_per_request']:,.0f} "
+        "answers/s)"
     )
     print(
         f"ratio in-process / HTTP: single {local['single_qps'] / single['per_s']:.2f}x, "

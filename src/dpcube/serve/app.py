@@ -45,6 +45,8 @@ from dpcube.serve.served import ServedRelease, load_served
 DEFAULT_MAX_BODY_BYTES = 1 << 20
 #: Most queries in one batch.
 DEFAULT_MAX_BATCH = 10_000
+#: Longest error line returned (a huge value quoted back in a message is cut).
+MAX_ERROR_CHARS = 500
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 
 log = logging.getLogger("dpcube.serve")
@@ -145,6 +147,8 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 def error(status: int, line: str) -> JSONResponse:
     """The one error shape: ``{"error": line}`` (first line only, never a traceback)."""
     text = str(line).strip().splitlines()[0] if str(line).strip() else "error"
+    if len(text) > MAX_ERROR_CHARS:  # a value quoted back is cut, not the whole line dropped
+        text = text[: MAX_ERROR_CHARS - 3] + "..."
     return JSONResponse({"error": text}, status_code=status)
 
 
