@@ -48,9 +48,12 @@ def warm_bootstrap(release: Release, runs: int, seed: int | None) -> None:
     ``release.uncertainty(..., runs=runs, seed=seed)`` on the same release object reuses; swap
     this function if that cache moves.
     """
-    from dpcube.release.uncertainty import _replicates
+    from dpcube.release.uncertainty import _replicates, bootstrap_errors
 
     _replicates(release, runs, seed)
+    # one answer through every replicate builds their summed-area tables now (kept while they
+    # fit in dpcube.release.uncertainty.KEEP_REPLICATE_PREFIX_BYTES), not at the first request
+    bootstrap_errors(release, [{}], runs=runs, seed=seed)
 
 
 #: Constraints remembered per attribute before the memo is emptied (bounds its memory).
