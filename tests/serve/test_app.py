@@ -295,3 +295,22 @@ def test_explorer_static_and_openapi(client: TestClient) -> None:
     body = spec["paths"]["/api/releases/{name}/answer"]["post"]["requestBody"]
     schema = body["content"]["application/json"]["schema"]
     assert "examples" in schema and set(schema["properties"]) == {"queries", "level"}
+
+
+def test_overlapping_widens_off_edge_ranges_and_says_so(client: TestClient) -> None:
+    off_edge = {"where": "income=50..499"}
+    assert_error(client.get("/api/releases/cells/answer", params=off_edge), 400, "inside")
+    got = client.get("/api/releases/cells/answer", params={**off_edge, "overlapping": "true"})
+    assert got.status_code == 200 and got.json()["covered"] == {"income": "0..499"}
+    whole = client.post("/api/releases/cells/answer", json={"queries": [{}]}).json()
+    assert got.json()["answers"][0]["answer"] == whole["answers"][0]["answer"]  # both bins
+    table = client.get(
+        "/api/releases/cells/table",
+        params={"format": "json", "where": "income=50..99", "overlapping": "true"},
+    ).json()
+    assert {r["income"] for r in table["rows"]} == {"[0, 100)"}
+    assert_error(
+        client.get("/api/releases/census/answer", params={"where": "size=1", "overlapping": 1}),
+        400,
+        "overlapping applies to releases with a schema",
+    )

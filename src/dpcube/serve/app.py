@@ -22,6 +22,7 @@ only reads: nothing is written and no budget is spent (a release is public by co
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -240,6 +241,19 @@ def _validation_line(exc: RequestValidationError) -> str:
 # ------------------------------------------------------------------------------------------------
 
 
+def overlapping_query(item: ServedRelease, query: dict[str, Any], overlapping: bool) -> Any:
+    """``query`` with value ranges widened to the bins they overlap when ``overlapping``
+    (:meth:`dpcube.schema.Schema.with_overlapping`, as the CLI's ``--overlapping``)."""
+    if not overlapping:
+        return query
+    if item.release.schema is None:
+        raise DPCubeError(
+            f"overlapping applies to releases with a schema; a {item.release.kind!r} release "
+            "has none"
+        )
+    return item.release.schema.with_overlapping(query)
+
+
 def _safe_file_part(text: str) -> str:
     """A file-name part of letters, digits, ``._-`` only (for Content-Disposition).
 
@@ -385,12 +399,24 @@ def create_app(
             examples=["age=20..39, sex=F"],
         ),
         level: float = Query(0.95, gt=0.0, lt=1.0, allow_inf_nan=False),
+        overlapping: bool = Query(
+            False,
+            description="answer value ranges off the bin edges with the bins they overlap "
+            "(as `dpcube query --overlapping`); the response then says what was `covered`",
+        ),
     ) -> JSONResponse:
         """Answer one query written as `dpcube query --where` takes it."""
         from dpcube.cli.main import parse_where
 
         item = lookup(name)
-        return await answer(item, [parse_where(where)], level)
+        query = overlapping_query(item, parse_where(where), overlapping)
+        response = await answer(item, [query], level)
+        if overlapping and response.status_code == 200:
+            assert item.release.schema is not None  # checked by overlapping_query
+            body = json.loads(bytes(response.body))
+            body["covered"] = item.release.schema.coverage(query)
+            return JSONResponse(body)
+        return response
 
     @app.get(
         "/api/releases/{name}/table",
@@ -403,6 +429,7 @@ def create_app(
         cuboid: str | None = Query(None, max_length=1024, examples=["sex,income"]),
         level: float = Query(0.95, gt=0.0, lt=1.0, allow_inf_nan=False),
         where: str = Query("", max_length=4096),
+        overlapping: bool = Query(False, description="as `dpcube export --overlapping`"),
     ) -> Response:
         """The release's labelled table (as `dpcube export`): one row per released cell, leaf,
         cuboid cell or region x size, with the estimate and its interval at `level`."""
@@ -417,7 +444,7 @@ def create_app(
             item.release,
             level=level,
             cuboid=names,
-            where=parse_where(where),
+            where=overlapping_query(item, parse_where(where), overlapping),
             runs=item.runs if item.bootstrap else None,
             seed=item.seed if item.bootstrap else None,
         )
