@@ -314,3 +314,24 @@ def test_overlapping_widens_off_edge_ranges_and_says_so(client: TestClient) -> N
         400,
         "overlapping applies to releases with a schema",
     )
+
+
+def test_table_row_limit_counts_rows_before_building(release_dirs: dict[str, Path]) -> None:
+    app = create_app(list(release_dirs.values()), runs=RUNS, max_table_rows=8)
+    served = app.state.served
+    cases = [
+        ("cells", None, {}), ("cells", None, {"sex": "F"}), ("cells", None, {"age": [0, 1]}),
+        ("cube", ["b"], {}), ("cube", ["a", "b"], {"a": "x"}), ("grid", None, {}),
+        ("grid", None, {"loc": {"bins": [[0, 1], [0, 3]]}}), ("census", None, {}),
+    ]  # fmt: skip
+    for name, cuboid, where in cases:  # the count is the table's own number of rows
+        release = served[name].release
+        table = release.to_arrow(cuboid=cuboid, runs=RUNS) if not where else None
+        if table is None:
+            from dpcube.release.tables import labelled_table
+
+            table = labelled_table(release, cuboid=cuboid, where=where, runs=RUNS)
+        assert served[name].table_rows(cuboid, where) == table.num_rows, (name, cuboid, where)
+    with TestClient(app, raise_server_exceptions=False) as c:
+        assert_error(c.get("/api/releases/cells/table"), 413, "16 rows", "8")
+        assert c.get("/api/releases/cells/table", params={"where": "sex=F"}).status_code == 200

@@ -46,6 +46,8 @@ from dpcube.serve.served import ServedRelease, load_served
 DEFAULT_MAX_BODY_BYTES = 1 << 20
 #: Most queries in one batch.
 DEFAULT_MAX_BATCH = 10_000
+#: Most rows of a table the service builds and sends (``dpcube export`` writes larger ones).
+DEFAULT_MAX_TABLE_ROWS = 1_000_000
 #: Longest error line returned (a huge value quoted back in a message is cut).
 MAX_ERROR_CHARS = 500
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -268,6 +270,7 @@ def create_app(
     *,
     max_batch: int = DEFAULT_MAX_BATCH,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    max_table_rows: int = DEFAULT_MAX_TABLE_ROWS,
     runs: int | None = None,
     bootstrap_seed: int | None = None,
     warm: bool = True,
@@ -275,6 +278,7 @@ def create_app(
     """The service answering ``release_dirs`` (each loaded once and verified, keyed by its folder
     name; duplicate names are refused with a :class:`dpcube.errors.UsageError`).
 
+    ``max_table_rows``: larger tables are refused (413) before they are built.
     ``runs``/``bootstrap_seed``: replicates of the bootstrap of bootstrap-kind releases (default
     :data:`dpcube.release.uncertainty.DEFAULT_RUNS`) and their seed (default: OS entropy; the
     bootstrap is post-processing, so a seed changes no guarantee). ``warm``: compute those
@@ -282,8 +286,8 @@ def create_app(
     """
     from dpcube.release.uncertainty import DEFAULT_RUNS, MIN_RUNS
 
-    if max_batch < 1 or max_body_bytes < 1:
-        raise DPCubeError("max_batch and max_body_bytes must be positive")
+    if max_batch < 1 or max_body_bytes < 1 or max_table_rows < 1:
+        raise DPCubeError("max_batch, max_body_bytes and max_table_rows must be positive")
     runs = DEFAULT_RUNS if runs is None else int(runs)
     if runs < MIN_RUNS:
         raise DPCubeError(f"runs must be at least {MIN_RUNS}, got {runs}")
@@ -438,13 +442,21 @@ def create_app(
         from dpcube.release.tables import labelled_table, table_info
 
         item = lookup(name)
-        item.warm()
         names = None if cuboid is None else split_names(cuboid, "cuboid")
+        query = overlapping_query(item, parse_where(where), overlapping)
+        rows = item.table_rows(names, query)
+        if rows > max_table_rows:
+            return error(
+                413,
+                f"the table has {rows:,} rows, more than the {max_table_rows:,} this service "
+                "sends; narrow it with where= or cuboid=, or use `dpcube export`",
+            )
+        item.warm()
         labelled = labelled_table(
             item.release,
             level=level,
             cuboid=names,
-            where=overlapping_query(item, parse_where(where), overlapping),
+            where=query,
             runs=item.runs if item.bootstrap else None,
             seed=item.seed if item.bootstrap else None,
         )
@@ -460,10 +472,10 @@ def create_app(
                 values = labelled.column(column).to_pylist()
                 floats = all(isinstance(v, float) for v in values)
                 columns[column] = json_floats(values) if floats and values else values
-            rows = [
+            listed = [
                 dict(zip(columns, row, strict=True)) for row in zip(*columns.values(), strict=True)
             ]
-            return JSONResponse({**table_info(labelled), "rows": rows}, headers=disposition)
+            return JSONResponse({**table_info(labelled), "rows": listed}, headers=disposition)
         media = "text/csv" if format == "csv" else "application/vnd.apache.parquet"
         return Response(encode(labelled, format), media_type=media, headers=disposition)
 
@@ -496,4 +508,10 @@ def _version() -> str:
     return __version__
 
 
-__all__ = ["DEFAULT_MAX_BATCH", "DEFAULT_MAX_BODY_BYTES", "AnswerRequest", "create_app"]
+__all__ = [
+    "DEFAULT_MAX_BATCH",
+    "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_MAX_TABLE_ROWS",
+    "AnswerRequest",
+    "create_app",
+]

@@ -252,6 +252,29 @@ class ServedRelease:
             out["leaves"] = len(getattr(release, "rects", ()))
         return out
 
+    def table_rows(self, cuboid: Sequence[str] | None, where: Mapping[str, Any]) -> int:
+        """How many rows the labelled table of ``cuboid`` inside ``where`` has at most (before
+        it is built: a service refuses a table too large to send)."""
+        release = self.release
+        hierarchy = getattr(release, "hierarchy", None)
+        if release.kind == "census_hierarchy" and hierarchy is not None:
+            return int(hierarchy.size) * int(getattr(release, "max_size", 1))
+        if release.kind == "spatial_leaves" and cuboid is None and not where:
+            return len(getattr(release, "rects", ()))
+        schema = release.schema
+        if schema is None:
+            return 0
+        names = list(cuboid) if cuboid is not None else None
+        published = getattr(release, "published", None)
+        if names is None and release.kind == "cuboids" and published:
+            names = list(published[0]) if len(published) == 1 else []
+        box = schema.box(where)
+        rows = 1
+        for name in schema.names if names is None else names:
+            if name in schema.names:
+                rows *= math.prod(hi - lo + 1 for lo, hi in box[schema.axis_slice(name)])
+        return rows
+
     # -- answering -------------------------------------------------------------------------------
     def resolve(self, queries: Sequence[Any]) -> list[Mapping[str, Any]]:
         """The queries checked one by one (an error names ``queries[i]``) and, where the release
