@@ -335,3 +335,17 @@ def test_table_row_limit_counts_rows_before_building(release_dirs: dict[str, Pat
     with TestClient(app, raise_server_exceptions=False) as c:
         assert_error(c.get("/api/releases/cells/table"), 413, "16 rows", "8")
         assert c.get("/api/releases/cells/table", params={"where": "sex=F"}).status_code == 200
+
+
+def test_loopback_service_answers_loopback_host_names_only(
+    release_dirs: dict[str, Path],
+) -> None:
+    from dpcube.serve.cli import LOOPBACK_NAMES
+
+    app = create_app([release_dirs["cells"]], allowed_hosts=LOOPBACK_NAMES)
+    with TestClient(app, raise_server_exceptions=False) as c:
+        for host in ("127.0.0.1:8000", "localhost", "[::1]:8000"):
+            assert c.get("/api/health", headers={"host": host}).status_code == 200
+        for host in ("evil.example:8000", "127.0.0.1.evil.example", ""):
+            refused = c.get("/api/releases", headers={"host": host})
+            assert_error(refused, 400, "is not served here")

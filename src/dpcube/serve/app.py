@@ -155,6 +155,47 @@ def error(status: int, line: str) -> JSONResponse:
     return JSONResponse({"error": text}, status_code=status)
 
 
+def host_name(header: str) -> str:
+    """The host name of a ``Host`` header, without its port, lower case.
+
+    >>> host_name("127.0.0.1:8000"), host_name("[::1]:80"), host_name("LocalHost")
+    ('127.0.0.1', '::1', 'localhost')
+    """
+    text = header.strip().lower()
+    if text.startswith("["):
+        return text[1:].partition("]")[0]
+    return text.rpartition(":")[0] if text.count(":") == 1 else text
+
+
+class AllowedHosts:
+    """ASGI middleware: answer only requests whose ``Host`` names one of ``hosts``.
+
+    ``dpcube serve`` on a loopback address allows the loopback names only: a web page that
+    rebinds its own domain name to 127.0.0.1 (DNS rebinding) then cannot read the service
+    through a visitor's browser.
+    """
+
+    def __init__(self, app: ASGIApp, hosts: Sequence[str]) -> None:
+        self.app = app
+        self.hosts = {h.lower() for h in hosts}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            header = next((v for k, v in scope.get("headers", []) if k == b"host"), b"")
+            name = host_name(header.decode("latin-1"))
+            if name not in self.hosts:
+                shown = name[:100] or "(none)"
+                refusal = error(
+                    400,
+                    f"Host {shown!r} is not served here (this service answers "
+                    f"{', '.join(sorted(self.hosts))}); start dpcube serve with --host to serve "
+                    "another name",
+                )
+                await refusal(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 class BodyLimit:
     """ASGI middleware: refuse a request body over ``limit`` bytes with 413, before parsing.
 
@@ -271,6 +312,7 @@ def create_app(
     max_batch: int = DEFAULT_MAX_BATCH,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     max_table_rows: int = DEFAULT_MAX_TABLE_ROWS,
+    allowed_hosts: Sequence[str] | None = None,
     runs: int | None = None,
     bootstrap_seed: int | None = None,
     warm: bool = True,
@@ -279,6 +321,7 @@ def create_app(
     name; duplicate names are refused with a :class:`dpcube.errors.UsageError`).
 
     ``max_table_rows``: larger tables are refused (413) before they are built.
+    ``allowed_hosts``: the host names a request's ``Host`` may name (None: any).
     ``runs``/``bootstrap_seed``: replicates of the bootstrap of bootstrap-kind releases (default
     :data:`dpcube.release.uncertainty.DEFAULT_RUNS`) and their seed (default: OS entropy; the
     bootstrap is post-processing, so a seed changes no guarantee). ``warm``: compute those
@@ -499,6 +542,8 @@ def create_app(
     if STATIC_DIR.is_dir():
         app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     app.add_middleware(BodyLimit, limit=max_body_bytes)
+    if allowed_hosts is not None:
+        app.add_middleware(AllowedHosts, hosts=list(allowed_hosts))
     return app
 
 

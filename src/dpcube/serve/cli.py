@@ -16,6 +16,9 @@ from typing import Any
 
 from dpcube.errors import UsageError
 
+#: The ``Host`` names a service bound to a loopback address answers (DNS rebinding guard).
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+
 
 def is_loopback(host: str) -> bool:
     """Whether ``host`` is a loopback name or address.
@@ -78,6 +81,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         max_batch=args.max_batch,
         max_body_bytes=args.max_body_bytes,
         max_table_rows=args.max_table_rows,
+        allowed_hosts=LOOPBACK_NAMES if is_loopback(args.host) else None,
         runs=args.runs,
         bootstrap_seed=args.bootstrap_seed,
     )
