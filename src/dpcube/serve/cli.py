@@ -1,0 +1,157 @@
+"""``dpcube serve REL... [--host 127.0.0.1] [--port 8000]``: the read-only query service.
+
+The releases are loaded and verified before the port is opened (a bad release is one error line
+and nothing listens). ``--port 0`` picks a free port; the URL served is printed on stdout. A host
+that is not a loopback address prints a warning on stderr: the service is then reachable by
+anyone who can reach the machine (releases are public by construction, but say so).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import socket
+import sys
+from typing import Any
+
+from dpcube.errors import UsageError
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback name or address.
+
+    >>> is_loopback("127.0.0.1"), is_loopback("::1"), is_loopback("localhost"), is_loopback("0.0.0.0")
+    (True, True, True, False)
+    """
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def url_of(host: str, port: int) -> str:
+    """The URL of ``host:port`` (IPv6 addresses in brackets).
+
+    >>> url_of("127.0.0.1", 8000), url_of("::1", 80)
+    ('http://127.0.0.1:8000/', 'http://[::1]:80/')
+    """
+    shown = f"[{host}]" if ":" in host and not host.startswith("[") else host
+    return f"http://{shown}:{port}/"
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (``port`` 0: a free one); errors are one line."""
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--port must be between 0 and 65535, got {port}")
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host.strip("[]"), port, type=socket.SOCK_STREAM
+        )[0]
+    except socket.gaierror as exc:
+        raise UsageError(f"--host {host!r} cannot be resolved: {exc.strerror}") from None
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        raise UsageError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc} (choose another --port, "
+            "or 0 for a free one)"
+        ) from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from dpcube.serve.app import create_app
+
+    if args.max_batch < 1 or args.max_body_bytes < 1:
+        raise UsageError("--max-batch and --max-body-bytes must be positive")
+    app = create_app(
+        args.releases,
+        max_batch=args.max_batch,
+        max_body_bytes=args.max_body_bytes,
+        runs=args.runs,
+        bootstrap_seed=args.bootstrap_seed,
+    )
+    sock = bind(args.host, args.port)
+    port = int(sock.getsockname()[1])
+    if not is_loopback(args.host):
+        print(
+            f"warning: --host {args.host} is not a loopback address: the service is PUBLIC to "
+            "every machine that can reach this one (read-only; releases are public by "
+            "construction)",
+            file=sys.stderr,
+        )
+    from dpcube.release.base import publication_warning
+
+    for name, item in app.state.served.items():
+        warning = publication_warning(item.release.metadata)
+        if warning:
+            print(f"{name}: {warning}", file=sys.stderr)
+    url = url_of(args.host, port)
+    names = ", ".join(app.state.served)
+    print(f"serving {len(app.state.served)} release(s) ({names}) at {url}", flush=True)
+    print(f"API documentation: {url}docs  (Ctrl-C stops)", flush=True)
+    config = uvicorn.Config(
+        app,
+        log_level=args.log_level,
+        access_log=args.access_log,
+        server_header=False,
+        proxy_headers=False,
+    )
+    server = uvicorn.Server(config)
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+    return 0
+
+
+def register(sub: Any) -> None:
+    """Add ``dpcube serve`` to the sub-command parsers."""
+    from dpcube.serve.app import DEFAULT_MAX_BATCH, DEFAULT_MAX_BODY_BYTES
+
+    p = sub.add_parser("serve", help="answer queries on releases over HTTP (read-only)")
+    p.add_argument("releases", nargs="+", metavar="REL", help="release directories to serve")
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1; another address makes the service public)",
+    )
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 = a free one)")
+    p.add_argument(
+        "--max-batch",
+        type=int,
+        default=DEFAULT_MAX_BATCH,
+        help=f"most queries in one request (default {DEFAULT_MAX_BATCH:,})",
+    )
+    p.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=DEFAULT_MAX_BODY_BYTES,
+        help=f"largest request body (default {DEFAULT_MAX_BODY_BYTES:,} bytes)",
+    )
+    p.add_argument(
+        "--runs",
+        type=int,
+        default=None,
+        help="bootstrap replicates of spatial/census releases (computed once at start-up)",
+    )
+    p.add_argument(
+        "--bootstrap-seed", type=int, default=None, help="seed of the bootstrap replicates"
+    )
+    p.add_argument(
+        "--log-level",
+        default="warning",
+        choices=["critical", "error", "warning", "info", "debug"],
+        help="uvicorn's log level (default warning)",
+    )
+    p.add_argument("--access-log", action="store_true", help="log every request")
+    p.set_defaults(func=cmd_serve)

@@ -1,0 +1,329 @@
+"""The releases a service answers from: loaded once, verified, and answered from memory.
+
+A :class:`ServedRelease` wraps one release directory read by :func:`dpcube.release.load_release`
+(which verifies the manifest and every table's SHA-256). Queries are resolved to their boxes once
+(:class:`dpcube.schema.BoxedQuery`), so the release's vectorised prefix-sum path answers them and
+:meth:`dpcube.release.base.Release.uncertainty` does not resolve them a second time for the
+variance. A bootstrap-kind release (spatial trees, census) has its replicates computed once
+(:func:`warm_bootstrap`) and kept in memory for the life of the process.
+
+Serving reads releases only: it spends no privacy budget, since a release is public by
+construction and every answer is post-processing of it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dpcube.errors import DPCubeError, QueryError, UsageError
+from dpcube.release.base import (
+    MANIFEST,
+    Release,
+    _jsonable,
+    _plain_file_name,
+    load_release,
+    publication_warning,
+)
+from dpcube.schema import BoxedQuery, Nominal, Ordinal, Spatial
+
+#: The report file served when the manifest names none (``dpcube report`` writes it).
+REPORT_HTML = "report.html"
+#: Manifest keys that may name the HTML report file (a plain file name inside the release).
+REPORT_KEYS = ("report_html", "report_file")
+
+
+def warm_bootstrap(release: Release, runs: int, seed: int | None) -> None:
+    """Compute ``release``'s bootstrap replicates once, now, and keep them in memory.
+
+    The one place serving touches the replicate cache: today it fills the per-release cache of
+    :mod:`dpcube.release.uncertainty` (keyed by ``(runs, seed)``), which every later
+    ``release.uncertainty(..., runs=runs, seed=seed)`` on the same release object reuses; swap
+    this function if that cache moves.
+    """
+    from dpcube.release.uncertainty import _replicates
+
+    _replicates(release, runs, seed)
+
+
+def json_floats(values: Any) -> list[float | None]:
+    """Floats for JSON: NaN and infinities become None (``null``).
+
+    >>> json_floats(np.array([1.5, np.nan, np.inf]))
+    [1.5, None, None]
+    """
+    return [v if math.isfinite(v) else None for v in np.asarray(values, dtype=np.float64).tolist()]
+
+
+def attribute_info(attribute: Any) -> dict[str, Any]:
+    """What a query widget needs to know about one attribute (labels, bins, edges, ranges)."""
+    info: dict[str, Any] = attribute.to_dict()
+    info["bins"] = [int(n) for n in attribute.shape]
+    if isinstance(attribute, Ordinal):
+        info["labels"] = list(attribute.labels)
+        info["bin_edges"] = [float(e) for e in attribute.edges]
+        info["value_range"] = [float(attribute.low), float(attribute.high)]
+    elif isinstance(attribute, Nominal):
+        info["labels"] = list(attribute.categories)
+        if attribute.hierarchy is not None:
+            info["nodes"] = list(attribute.hierarchy.nodes)
+    elif isinstance(attribute, Spatial):
+        lat0, lon0, lat1, lon1 = attribute.bbox
+        info["lat_range"] = [lat0, lat1]
+        info["lon_range"] = [lon0, lon1]
+    return info
+
+
+@dataclass
+class ServedRelease:
+    """One release loaded for serving, under its folder name."""
+
+    name: str
+    directory: Path
+    release: Release
+    runs: int
+    seed: int | None
+    error_kind: str
+    error_reason: str
+    report_paths: tuple[Path, ...]
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _warm: bool = False
+
+    @classmethod
+    def load(
+        cls, directory: str | os.PathLike[str], *, runs: int, seed: int | None
+    ) -> ServedRelease:
+        from dpcube.release.uncertainty import uncertainty_kind
+
+        path = Path(directory)
+        release = load_release(path)
+        kind, reason = uncertainty_kind(release)
+        return cls(
+            name=path.resolve().name,
+            directory=path.resolve(),
+            release=release,
+            runs=runs,
+            seed=seed,
+            error_kind=kind,
+            error_reason=reason,
+            report_paths=_report_paths(path.resolve()),
+        )
+
+    def report_file(self) -> Path | None:
+        """The HTML report file if it exists now (its possible names were fixed at load)."""
+        return next((p for p in self.report_paths if p.is_file()), None)
+
+    @property
+    def bootstrap(self) -> bool:
+        return self.error_kind == "bootstrap"
+
+    def warm(self) -> None:
+        """Compute the bootstrap replicates once (no-op for exact/none releases)."""
+        if not self.bootstrap or self._warm:
+            return
+        with self._lock:
+            if not self._warm:
+                warm_bootstrap(self.release, self.runs, self.seed)
+                self._warm = True
+
+    # -- describing ------------------------------------------------------------------------------
+    def summary(self) -> dict[str, Any]:
+        """The entry of ``GET /api/releases``."""
+        m = self.release.metadata
+        return {
+            "name": self.name,
+            "kind": self.release.kind,
+            "mechanism": m.mechanism,
+            "epsilon": _finite(m.epsilon),
+            "delta": _finite(m.delta),
+            "neighbour": m.neighbour,
+            "for_publication": m.for_publication,
+            "release_id": m.release_id,
+            "error_kind": self.error_kind,
+        }
+
+    def describe(self) -> dict[str, Any]:
+        """``GET /api/releases/{name}``: manifest metadata, guarantee, schema and structure."""
+        release = self.release
+        m = release.metadata
+        out: dict[str, Any] = {
+            **self.summary(),
+            "not_for_publication": publication_warning(m),
+            "guarantee": _jsonable(
+                {
+                    "epsilon": _finite(m.epsilon),
+                    "delta": _finite(m.delta),
+                    "neighbour": m.neighbour,
+                    "sensitivity": m.sensitivity,
+                    "noise": m.noise,
+                    "notes": m.report,
+                }
+            ),
+            "metadata": _jsonable(m.to_dict()),
+            "error_reason": self.error_reason,
+            "bootstrap_runs": self.runs if self.bootstrap else None,
+            "schema": None,
+            "report": self.report_file() is not None,
+        }
+        if release.schema is not None:
+            out["schema"] = {
+                "attributes": [attribute_info(a) for a in release.schema.attributes],
+            }
+        published = getattr(release, "published", None)
+        if release.kind == "cuboids" and published is not None:
+            out["cuboids"] = [list(c) for c in published]
+        hierarchy = getattr(release, "hierarchy", None)
+        if release.kind == "census_hierarchy" and hierarchy is not None:
+            names = list(hierarchy.names)
+            out["hierarchy"] = {
+                "regions": [
+                    {"name": n, "parent": names[p] if p >= 0 else None, "level": int(lv)}
+                    for n, p, lv in zip(
+                        names, hierarchy.parent.tolist(), hierarchy.level.tolist(), strict=True
+                    )
+                ],
+                "max_size": int(getattr(release, "max_size", 0)),
+                "top_coded": bool(getattr(release, "top_coded", False)),
+            }
+        if release.kind == "spatial_leaves" and release.schema is not None:
+            spatial = [a for a in release.schema.attributes if isinstance(a, Spatial)]
+            out["bounds"] = {
+                a.name: {"bbox": list(a.bbox), "resolution": list(a.resolution)} for a in spatial
+            }
+            out["leaves"] = len(getattr(release, "rects", ()))
+        return out
+
+    # -- answering -------------------------------------------------------------------------------
+    def resolve(self, queries: Sequence[Any]) -> list[Mapping[str, Any]]:
+        """The queries checked one by one (an error names ``queries[i]``) and, where the release
+        has a schema, resolved to their boxes once (:class:`BoxedQuery`)."""
+        schema = self.release.schema
+        out: list[Mapping[str, Any]] = []
+        for i, query in enumerate(queries):
+            if not isinstance(query, Mapping):
+                raise QueryError(f"queries[{i}] must be an object {{attribute: constraint}}")
+            if schema is None:
+                out.append(query)
+                continue
+            try:
+                box = schema.box(query)
+            except DPCubeError as exc:
+                raise QueryError(f"queries[{i}]: {exc}") from None
+            except (TypeError, ValueError, OverflowError) as exc:
+                raise QueryError(f"queries[{i}] could not be read: {exc}") from None
+            out.append(BoxedQuery(query, np.asarray(box, dtype=np.int64).reshape(-1, 2)))
+        return out
+
+    def uncertainty(self, queries: Sequence[Any], level: float) -> Any:
+        """The release's :class:`dpcube.release.uncertainty.Uncertainty` for ``queries``."""
+        resolved = self.resolve(queries)
+        self.warm()
+        runs = self.runs if self.bootstrap else None
+        seed = self.seed if self.bootstrap else None
+        try:
+            return self.release.uncertainty(resolved, level=level, runs=runs, seed=seed)
+        except (DPCubeError, TypeError, ValueError, KeyError, IndexError, OverflowError) as exc:
+            # a query the release could not read (census queries are not resolved above): name
+            # the first one that fails on its own; if none does, the error is re-raised as it is
+            # (a DPCubeError is a 400, anything else a bug: a 500 logged on the server)
+            self._locate_bad_query(resolved)
+            raise exc from None
+
+    def _locate_bad_query(self, queries: Sequence[Mapping[str, Any]]) -> None:
+        """Raise a :class:`QueryError` naming the first query the release cannot answer alone."""
+        for i, query in enumerate(queries):
+            try:
+                self.release.answer_many([query])
+                self.release.variance_many([query])
+            except DPCubeError as exc:
+                raise QueryError(f"queries[{i}]: {exc}") from None
+            except Exception as exc:
+                raise QueryError(f"queries[{i}] could not be read: {exc}") from None
+
+    def answer(self, queries: Sequence[Any], level: float) -> dict[str, Any]:
+        """The answers with their intervals, as the JSON of ``POST .../answer``."""
+        if not 0.0 < level < 1.0:
+            raise UsageError(f"level must be a confidence level between 0 and 1, got {level}")
+        u = self.uncertainty(queries, level)
+        answers, lower, upper = json_floats(u.answers), json_floats(u.lower), json_floats(u.upper)
+        stddev, noise = json_floats(u.stddev), json_floats(u.noise_sd)
+        kind = str(u.kind)
+        return {
+            "answers": [
+                {
+                    "answer": a,
+                    "lower": lo,
+                    "upper": hi,
+                    "stddev": sd,
+                    "noise_sd": ns,
+                    "error_kind": kind,
+                }
+                for a, lo, hi, sd, ns in zip(answers, lower, upper, stddev, noise, strict=True)
+            ],
+            "level": level,
+            "error_kind": kind,
+            "error_reason": u.reason,
+            "bootstrap_runs": int(u.runs) if kind == "bootstrap" else None,
+            "not_for_publication": publication_warning(self.release.metadata),
+        }
+
+
+def _finite(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def _report_paths(directory: Path) -> tuple[Path, ...]:
+    """Where the HTML report of the release in ``directory`` may be, decided once at load: the
+    plain file name the manifest gives (``report_html``/``report_file``), then ``report.html``.
+    Requests never build a path."""
+    import json
+
+    try:
+        manifest = json.loads((directory / MANIFEST).read_text())
+    except (OSError, ValueError):
+        manifest = {}
+    names = [manifest.get(k) for k in REPORT_KEYS if isinstance(manifest.get(k), str)]
+    paths: list[Path] = []
+    for name in [*names, REPORT_HTML]:
+        try:
+            paths.append(_plain_file_name(directory, name, "report file"))
+        except DPCubeError:
+            continue
+    return tuple(paths)
+
+
+def load_served(
+    release_dirs: Sequence[str | os.PathLike[str]], *, runs: int, seed: int | None
+) -> dict[str, ServedRelease]:
+    """Load every release directory once, keyed by folder name; duplicate names are refused."""
+    if not release_dirs:
+        raise UsageError("name at least one release directory to serve")
+    served: dict[str, ServedRelease] = {}
+    for directory in release_dirs:
+        item = ServedRelease.load(directory, runs=runs, seed=seed)
+        if item.name in served:
+            raise UsageError(
+                f"two releases are named {item.name!r} ({str(served[item.name].directory)!r} and "
+                f"{str(item.directory)!r}); releases are served by folder name, rename one"
+            )
+        served[item.name] = item
+    return served
+
+
+__all__ = [
+    "REPORT_HTML",
+    "ServedRelease",
+    "attribute_info",
+    "json_floats",
+    "load_served",
+    "warm_bootstrap",
+]
