@@ -61,6 +61,7 @@ COMMANDS: dict[str, str] = {
     "plan": "dpcube.planning.cli:register",
     "export": "dpcube.cli.export:register",
     "audit": "dpcube.cli.audit:register",
+    "report": "dpcube.report.cli:register",
 }
 
 
