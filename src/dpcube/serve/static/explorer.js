@@ -208,7 +208,7 @@
         if (i > 0) crumbs.append(document.createTextNode(" \u203a "));
         if (name === current) crumbs.append(el("span", { className: "current", text: name }));
         else {
-          const b = el("button", { type: "button", "data-testid": `region-up-${slug(name)}`, text: name });
+          const b = el("button", { type: "button", id: `region-up-${slug(name)}`, "data-testid": `region-up-${slug(name)}`, text: name });
           b.addEventListener("click", () => { current = name; render(); });
           crumbs.append(b);
         }
@@ -217,7 +217,7 @@
       const below = children.get(current) || [];
       if (below.length) kids.append(document.createTextNode(`${below.length} regions below: `));
       for (const name of below) {
-        const b = el("button", { type: "button", "data-testid": `region-child-${slug(name)}`, text: name });
+        const b = el("button", { type: "button", id: `region-child-${slug(name)}`, "data-testid": `region-child-${slug(name)}`, text: name });
         b.addEventListener("click", () => { current = name; render(); });
         kids.append(b);
       }
@@ -511,6 +511,7 @@
   async function answer(event) {
     event.preventDefault();
     showError("");
+    $("result").hidden = true;
     const info = state.info;
     if (!info) return;
     let query;
