@@ -31,8 +31,10 @@ from dpcube.cli.main import main
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
+#: Debian's browser and its driver (``make browser`` installs both); ``DPCUBE_CHROMIUM`` and
+#: ``DPCUBE_CHROMEDRIVER`` name another pair (e.g. a Chromium installed elsewhere).
+CHROMIUM = Path(os.environ.get("DPCUBE_CHROMIUM", "/usr/bin/chromium"))
+CHROMEDRIVER = Path(os.environ.get("DPCUBE_CHROMEDRIVER", "/usr/bin/chromedriver"))
 SKIP_ENV = "DPCUBE_SKIP_BROWSER_TESTS"
 SCREENSHOTS_ENV = "DPCUBE_SCREENSHOTS_DIR"
 #: Seconds an explicit wait may take: generous, since CI runs two workers on two cores and the
@@ -43,6 +45,11 @@ WAIT_S = 90
 #: (MIN_RUNS), so the server starts fast; the tests compare the page with the API, not the
 #: interval's accuracy.
 RUNS = 20
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest-xdist registers xdist_group; without it (pytest -p no:xdist) the marker stays valid
+    config.addinivalue_line("markers", "xdist_group(name): run these tests on one xdist worker")
 
 
 def _require_browser() -> None:

@@ -16,7 +16,9 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.browser
+# one worker runs every browser test (make test: -n 2 --dist loadgroup), so the releases, the
+# server and Chromium (session fixtures) start once, not once per worker
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
 
 Wait = Callable[[Any, Callable[[Any], Any], str], Any]
 Api = Callable[..., Any]

@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.browser
+# one worker runs every browser test (make test: -n 2 --dist loadgroup), so the releases, the
+# server and Chromium (session fixtures) start once, not once per worker
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
 
 #: For every ``.dpcube-figure``: its id, how many Plotly SVGs it holds, the size of the main one,
 #: and how many drawn marks (paths, points, heat-map images) are in it.
