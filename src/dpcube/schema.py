@@ -1041,10 +1041,11 @@ class Schema:
             raise QueryError(
                 f"a query is a mapping from attribute name to constraint, got {query!r}"
             )
-        unknown = [k for k in query if k not in self.names]
+        names = self.names
+        unknown = [k for k in query if k not in names]
         if unknown:
             raise QueryError(
-                f"unknown attribute {unknown[0]!r} in query; the schema has {', '.join(self.names)}"
+                f"unknown attribute {unknown[0]!r} in query; the schema has {', '.join(names)}"
             )
         out: list[Interval] = []
         for a in self.attributes:

@@ -33,7 +33,7 @@ from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -45,6 +45,8 @@ from dpcube.serve.served import ServedRelease, load_served
 DEFAULT_MAX_BODY_BYTES = 1 << 20
 #: Most queries in one batch.
 DEFAULT_MAX_BATCH = 10_000
+#: Longest error line returned (a huge value quoted back in a message is cut).
+MAX_ERROR_CHARS = 500
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 
 log = logging.getLogger("dpcube.serve")
@@ -145,6 +147,8 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 def error(status: int, line: str) -> JSONResponse:
     """The one error shape: ``{"error": line}`` (first line only, never a traceback)."""
     text = str(line).strip().splitlines()[0] if str(line).strip() else "error"
+    if len(text) > MAX_ERROR_CHARS:  # a value quoted back is cut, not the whole line dropped
+        text = text[: MAX_ERROR_CHARS - 3] + "..."
     return JSONResponse({"error": text}, status_code=status)
 
 
@@ -217,6 +221,8 @@ def _validation_line(exc: RequestValidationError) -> str:
     if first.get("type") == "json_invalid":
         reason = (first.get("ctx") or {}).get("error", "")
         return f"the request body is not valid JSON{': ' + str(reason) if reason else ''}"
+    if first.get("type") == "model_type" and tuple(first.get("loc", ())) == ("body",):
+        return 'the request body must be a JSON object {"queries": [...], "level": 0.95}'
     if tuple(first.get("loc", ())) == ("body",):
         return (
             'the request body must be a JSON object {"queries": [...], "level": 0.95} '
@@ -344,10 +350,23 @@ def create_app(
         response_model=AnswerResponse,
         tags=["answers"],
         responses=ERRORS,
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": AnswerRequest.model_json_schema()}},
+            }
+        },
     )
-    async def answer_post(name: str, body: AnswerRequest) -> JSONResponse:
+    async def answer_post(name: str, request: Request) -> JSONResponse:
         """Answer a batch of queries, each with its interval at `level`."""
         item = lookup(name)
+        # parsed and validated by pydantic-core in one pass (the hot path: FastAPI's own body
+        # handling costs more than answering one query)
+        try:
+            body = AnswerRequest.model_validate_json(await request.body())
+        except ValidationError as exc:
+            located = [{**e, "loc": ("body", *e.get("loc", ()))} for e in exc.errors()]
+            raise RequestValidationError(located) from None
         return await answer(item, body.queries, body.level)
 
     @app.get(

@@ -32,7 +32,7 @@ from dpcube.release.base import (
     load_release,
     publication_warning,
 )
-from dpcube.schema import BoxedQuery, Nominal, Ordinal, Spatial
+from dpcube.schema import BoxedQuery, Nominal, Ordinal, Schema, Spatial
 
 #: The report file served when the manifest names none (``dpcube report`` writes it).
 REPORT_HTML = "report.html"
@@ -51,6 +51,54 @@ def warm_bootstrap(release: Release, runs: int, seed: int | None) -> None:
     from dpcube.release.uncertainty import _replicates
 
     _replicates(release, runs, seed)
+
+
+#: Constraints remembered per attribute before the memo is emptied (bounds its memory).
+MEMO_LIMIT = 1 << 16
+
+
+class RememberingAttribute:
+    """An attribute whose :meth:`constraint` results are remembered, keyed by the ``repr`` of
+    the constraint (a JSON value: ``repr`` tells apart ``1``, ``1.0``, ``True`` and ``"1"``).
+
+    Everything else is the attribute's own; a constraint is a pure function of its value, so
+    remembering it changes no answer and no error (errors are not remembered).
+    """
+
+    def __init__(self, attribute: Any, limit: int = MEMO_LIMIT) -> None:
+        self._attribute = attribute
+        self._memo: dict[str, Any] = {}
+        self._limit = limit
+        self.name = attribute.name
+        self.shape = attribute.shape
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._attribute, name)
+
+    def constraint(self, value: Any) -> Any:
+        key = repr(value)
+        intervals = self._memo.get(key)
+        if intervals is None:
+            intervals = self._attribute.constraint(value)
+            if len(self._memo) >= self._limit:
+                self._memo.clear()
+            self._memo[key] = intervals
+        return intervals
+
+
+def remembering_schema(schema: Schema) -> Schema:
+    """``schema`` with :class:`RememberingAttribute` attributes: ``box`` resolves a query as
+    :meth:`dpcube.schema.Schema.box` does (same boxes, same errors), each distinct constraint
+    of an attribute worked out once (a service sees the same values again and again).
+
+    >>> s = Schema.from_dict({"attributes": [{"name": "x", "kind": "ordinal", "range": [0, 9], "width": 1}]})
+    >>> r = remembering_schema(s)
+    >>> r.box({"x": [2, 5]}) == s.box({"x": [2, 5]}), r.box({"x": [2, 5]})
+    (True, ((2, 5),))
+    """
+    # duck-typed: Schema only reads name, shape and constraint() of its attributes here
+    attributes: tuple[Any, ...] = tuple(RememberingAttribute(a) for a in schema.attributes)
+    return Schema(attributes)
 
 
 def json_floats(values: Any) -> list[float | None]:
@@ -95,6 +143,7 @@ class ServedRelease:
     report_paths: tuple[Path, ...]
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _warm: bool = False
+    _schema: Schema | None = field(default=None, repr=False)
 
     @classmethod
     def load(
@@ -203,23 +252,30 @@ class ServedRelease:
     # -- answering -------------------------------------------------------------------------------
     def resolve(self, queries: Sequence[Any]) -> list[Mapping[str, Any]]:
         """The queries checked one by one (an error names ``queries[i]``) and, where the release
-        has a schema, resolved to their boxes once (:class:`BoxedQuery`)."""
-        schema = self.release.schema
-        out: list[Mapping[str, Any]] = []
+        has a schema, resolved to their boxes once (:class:`BoxedQuery`) through
+        :func:`remembering_schema` (each distinct constraint is worked out once)."""
+        if self.release.schema is None:
+            for i, query in enumerate(queries):
+                if not isinstance(query, Mapping):
+                    raise QueryError(f"queries[{i}] must be an object {{attribute: constraint}}")
+            return list(queries)
+        if self._schema is None:
+            self._schema = remembering_schema(self.release.schema)
+        box = self._schema.box
+        boxes: list[Any] = []
         for i, query in enumerate(queries):
             if not isinstance(query, Mapping):
                 raise QueryError(f"queries[{i}] must be an object {{attribute: constraint}}")
-            if schema is None:
-                out.append(query)
-                continue
             try:
-                box = schema.box(query)
+                boxes.append(box(query))
             except DPCubeError as exc:
                 raise QueryError(f"queries[{i}]: {exc}") from None
             except (TypeError, ValueError, OverflowError) as exc:
                 raise QueryError(f"queries[{i}] could not be read: {exc}") from None
-            out.append(BoxedQuery(query, np.asarray(box, dtype=np.int64).reshape(-1, 2)))
-        return out
+        if not boxes:
+            return []
+        array = np.asarray(boxes, dtype=np.int64).reshape(len(boxes), -1, 2)
+        return [BoxedQuery(q, array[k]) for k, q in enumerate(queries)]
 
     def uncertainty(self, queries: Sequence[Any], level: float) -> Any:
         """The release's :class:`dpcube.release.uncertainty.Uncertainty` for ``queries``."""
