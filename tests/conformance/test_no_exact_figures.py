@@ -35,6 +35,7 @@ from dpcube import registry
 from dpcube.cli.main import main
 from dpcube.engine.base import policy_report
 from dpcube.histogram import Histogram
+from dpcube.report.html import PLOTLY_END, PLOTLY_START
 from dpcube.testing.conformance import Case, mixed_schema
 
 #: Most seeds per data set before a value that never changed with the noise is called exact.
@@ -75,13 +76,26 @@ def flatten(directory: Path) -> dict[str, Any]:
         for column, values in table.items():
             for r, v in enumerate(values):
                 out[f"table[{name}].{column}[{r}]"] = v
+    html = directory / "report.html"  # `dpcube release` writes the HTML report by default
+    if html.exists():
+        for j, token in enumerate(report_html_tokens(html.read_text())):
+            out[f"report.html#{j}"] = token
     # Every file of the directory is accounted for: the walk above covers all that save writes.
     assert {p.name for p in directory.iterdir()} == {
         "manifest.json",
         "report.md",
         *manifest["tables"].values(),
+        *(["report.html"] if html.exists() else []),
     }
     return out
+
+
+def report_html_tokens(text: str) -> list[str]:
+    """The tokens of an HTML report, Plotly's own library left out (it is the same in every
+    report): every label, number and word of the page and of its figures' data, in order."""
+    start, end = text.index(PLOTLY_START), text.index(PLOTLY_END)
+    rest = re.sub(r"(?<=\d),(?=\d{3}(?![\d.]))", "", text[:start] + text[end:])  # 1,234 -> 1234
+    return re.findall(r"[^\s,;:()\[\]{}\"'`=<>]+", rest)
 
 
 def exact_figures(d1: list[dict[str, Any]], d2: list[dict[str, Any]]) -> dict[str, Any]:

@@ -134,13 +134,18 @@ def rectangle(x0: float, x1: float, y0: float, y1: float) -> dict[str, Any]:
     }
 
 
-def strategy_chart(
-    names: Sequence[str], errors: Sequence[float], bound: float, bound_label: str
+def error_chart(
+    names: Sequence[str],
+    errors: Sequence[float],
+    *,
+    xlabel: str,
+    bound: float | None = None,
+    bound_label: str = "",
 ) -> dict[str, Any]:
-    """Bars of each strategy's expected total squared error with the lower bound as a line
-    (log scale: strategies differ by orders of magnitude).
+    """Bars of each candidate's expected total squared error, with a lower ``bound`` as a dashed
+    line when given (log scale: candidates differ by orders of magnitude).
 
-    >>> spec = strategy_chart(["identity", "hb"], [10.0, 4.0], 2.0, "svdb")
+    >>> spec = error_chart(["identity", "hb"], [10.0, 4.0], xlabel="strategy", bound=2.0)
     >>> spec["layout"]["shapes"][0]["y0"], spec["layout"]["yaxis"]["type"]
     (2.0, 'log')
     """
@@ -152,35 +157,38 @@ def strategy_chart(
         "marker": {"color": "#4878a8"},
         "name": "expected error",
     }
-    line = {
-        "type": "line",
-        "xref": "paper",
-        "x0": 0,
-        "x1": 1,
-        "yref": "y",
-        "y0": float(bound),
-        "y1": float(bound),
-        "line": {"color": "#c0392b", "width": 2, "dash": "dash"},
-    }
-    label = {
-        "xref": "paper",
-        "x": 1,
-        "xanchor": "right",
-        "yref": "y",
-        "y": float(np.log10(bound)) if bound > 0 else 0.0,
-        "yanchor": "bottom",
-        "text": bound_label,
-        "showarrow": False,
-        "font": {"color": "#c0392b"},
-    }
-    layout = {
+    layout: dict[str, Any] = {
         "margin": {"l": 80, "r": 20, "t": 10, "b": 80},
-        "xaxis": {"title": {"text": "strategy"}, "type": "category"},
+        "xaxis": {"title": {"text": xlabel}, "type": "category", "automargin": True},
         "yaxis": {"title": {"text": "expected total squared error"}, "type": "log"},
-        "shapes": [line],
-        "annotations": [label],
     }
+    if bound is not None and bound > 0:
+        layout["shapes"] = [
+            {
+                "type": "line",
+                "xref": "paper",
+                "x0": 0,
+                "x1": 1,
+                "yref": "y",
+                "y0": float(bound),
+                "y1": float(bound),
+                "line": {"color": "#c0392b", "width": 2, "dash": "dash"},
+            }
+        ]
+        layout["annotations"] = [
+            {
+                "xref": "paper",
+                "x": 1,
+                "xanchor": "right",
+                "yref": "y",
+                "y": float(np.log10(bound)),
+                "yanchor": "bottom",
+                "text": bound_label,
+                "showarrow": False,
+                "font": {"color": "#c0392b"},
+            }
+        ]
     return {"data": [trace], "layout": layout}
 
 
-__all__ = ["bar_chart", "heat_map", "rectangle", "strategy_chart"]
+__all__ = ["bar_chart", "error_chart", "heat_map", "rectangle"]

@@ -27,7 +27,7 @@ from dpcube.errors import DPCubeError
 from dpcube.release.base import Release, publication_warning
 from dpcube.release.uncertainty import Uncertainty
 from dpcube.report import figures
-from dpcube.report.html import esc, figure, number, slug, table, with_interval
+from dpcube.report.html import esc, figure, slug, table, with_interval
 from dpcube.schema import BoxedQuery, Nominal, Ordinal, Spatial
 
 #: Bootstrap replicates per report (``dpcube query`` uses 200): the report computes every
@@ -212,6 +212,15 @@ def marginal_sections(release: Release, options: ReportOptions) -> str:
     schema = release.schema
     parts: list[str] = []
     skipped: list[str] = []
+    try:
+        total = estimate(release, [_boxed(release, {}, {})], options)
+        shown = with_interval(total.answers[0], total.lower[0], total.upper[0])
+        parts.append(
+            f'<p id="total">Released total: <b>{shown}</b></p>'
+            f'<p class="dpcube-uncertainty">{esc(uncertainty_caption(total))}</p>'
+        )
+    except DPCubeError as exc:
+        skipped.append(f"the total ({exc})")
     for attribute in schema.attributes:
         name = attribute.name
         if isinstance(attribute, Spatial):
@@ -381,7 +390,7 @@ def leaf_table(release: Any, options: ReportOptions) -> str:
     u = estimate(release, [queries[i] for i in order], options)
     names = list(labels)
     rows = [
-        [esc(number(labels[n][i])) for n in names]
+        [esc(f"{float(labels[n][i]):.8g}") for n in names]  # coordinates: not rounded
         + [with_interval(u.answers[k], u.lower[k], u.upper[k])]
         for k, i in enumerate(order.tolist())
     ]
@@ -559,16 +568,35 @@ def plan_section(plan: dict[str, Any]) -> str:
         table("table-plan", ["candidate", "mechanism", "basis", "expected total squared error",
                              "note"], rows, labels=3)
     )  # fmt: skip
+    exact = [
+        c for c in plan.get("candidates", [])
+        if c.get("basis") == "exact" and isinstance(c.get("expected_error"), int | float)
+    ]  # fmt: skip
+    if exact:
+        spec = figures.error_chart(
+            [str(c.get("label")) for c in exact],
+            [float(c["expected_error"]) for c in exact],
+            xlabel="candidate mechanism",
+        )
+        parts.append(
+            figure("fig-plan", "Expected error of each candidate on the workload", spec,
+                   "Expected total squared error over the workload's queries, computed exactly "
+                   "from the schema and the workload (no data read): no noise is drawn, so there "
+                   "is no interval. Candidates whose error rests on benchmarks are in the table.")
+        )  # fmt: skip
     matrix = plan.get("matrix") or {}
     strategies = matrix.get("strategies") or {}
     bound = matrix.get("svdb")
     if strategies and isinstance(bound, int | float):
         ordered = sorted(strategies.items(), key=lambda kv: kv[1].get("nominal_error", math.inf))
-        names = [n for n, _ in ordered]
-        errors = [float(r.get("nominal_error", math.nan)) for _, r in ordered]
         is_bound = bool(matrix.get("svdb_is_lower_bound"))
-        label = "svdb lower bound" if is_bound else "svdb (Gaussian bound, for scale)"
-        spec = figures.strategy_chart(names, errors, float(bound), label)
+        spec = figures.error_chart(
+            [n for n, _ in ordered],
+            [float(r.get("nominal_error", math.nan)) for _, r in ordered],
+            xlabel="matrix-mechanism strategy",
+            bound=float(bound),
+            bound_label="svdb lower bound" if is_bound else "svdb (Gaussian bound, for scale)",
+        )
         caption = (
             "Expected total squared error of each matrix-mechanism strategy (nominal noise "
             "variance), computed from the workload alone: no noise is drawn, so there is no "
@@ -580,7 +608,10 @@ def plan_section(plan: dict[str, Any]) -> str:
                 "(it is not a bound for Laplace noise)."
             )
         )
-        parts.append(figure("fig-plan", "Strategy errors against the lower bound", spec, caption))
+        parts.append(
+            figure("fig-plan-strategies", "Matrix-mechanism strategies against the lower bound",
+                   spec, caption)
+        )  # fmt: skip
     return f'<section id="plan"><h2>The plan (--mechanism auto)</h2>{"".join(parts)}</section>\n'
 
 
