@@ -221,10 +221,16 @@ def test_map_rectangle_on_the_heat_map(driver: Any, served_url: str, wait: Wait,
     def edge(lo: float, hi: float, n: int, i: int) -> float:  # as dpcube.schema.Spatial.scales
         return lo + (hi - lo) * i / n
 
-    box = {"lat": [edge(lat0, lat1, rows, r0), edge(lat0, lat1, rows, r1 + 1)],
-           "lon": [edge(lon0, lon1, cols, c0), edge(lon0, lon1, cols, c1 + 1)]}  # fmt: skip
-    assert float(by_id(driver, "lat-lo-loc").get_attribute("value")) == box["lat"][0]
-    assert float(by_id(driver, "lon-hi-loc").get_attribute("value")) == box["lon"][1]
+    lat = [edge(lat0, lat1, rows, r0), edge(lat0, lat1, rows, r1 + 1)]
+    lon = [edge(lon0, lon1, cols, c0), edge(lon0, lon1, cols, c1 + 1)]
+    typed = {k: float(by_id(driver, f"{k}-loc").get_attribute("value"))
+             for k in ("lat-lo", "lat-hi", "lon-lo", "lon-hi")}  # fmt: skip
+    # the inputs show the drawn cells' edges to 15 digits, well inside the service's edge
+    # tolerance (1e-9 of the axis span)
+    for got, want, span in ((typed["lat-lo"], lat[0], lat1 - lat0), (typed["lat-hi"], lat[1], lat1 - lat0),
+                            (typed["lon-lo"], lon[0], lon1 - lon0), (typed["lon-hi"], lon[1], lon1 - lon0)):  # fmt: skip
+        assert abs(got - want) <= 1e-14 * abs(want) and abs(got - want) < 1e-9 * span
+    box = {"lat": [typed["lat-lo"], typed["lat-hi"]], "lon": [typed["lon-lo"], typed["lon-hi"]]}
     shown = answer_in_page(driver, wait)
     data = assert_same_as_api(shown, api_answer, "map", {"loc": box})
     assert data["error_kind"] == "bootstrap" and "bootstrap" in shown.covers

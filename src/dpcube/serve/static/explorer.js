@@ -268,9 +268,11 @@
     const legend = el("div", { className: "legend", id: `heatmap-legend-${id}`, "data-testid": `heatmap-legend-${id}`, text: "loading the heat map..." });
     const node = el("div", { className: "widget", "data-testid": `widget-${id}`, "data-kind": "spatial" },
       el("span", { className: "name", text: `${info.name} (location)` }),
-      el("div", { className: "heatmap-wrap" }, canvas), legend,
-      el("div", {}, document.createTextNode("latitude "), inputs["lat-lo"], document.createTextNode(" to "), inputs["lat-hi"]),
-      el("div", {}, document.createTextNode("longitude "), inputs["lon-lo"], document.createTextNode(" to "), inputs["lon-hi"]),
+      el("div", { className: "spatial-row" },
+        el("div", { className: "heatmap-wrap" }, canvas, legend),
+        el("div", { className: "box-inputs" },
+          el("div", {}, el("span", { className: "axis", text: "latitude" }), inputs["lat-lo"], document.createTextNode(" to "), inputs["lat-hi"]),
+          el("div", {}, el("span", { className: "axis", text: "longitude" }), inputs["lon-lo"], document.createTextNode(" to "), inputs["lon-hi"]))),
       el("span", { className: "hint", text: `box latitude ${formatCoord(lat0)} .. ${formatCoord(lat1)}, longitude ${formatCoord(lon0)} .. ${formatCoord(lon1)} degrees on a ${rows} x ${cols} grid; drag on the map to draw a box (it snaps to grid cells); empty: the whole box` }));
 
     const ctx = canvas.getContext("2d");
@@ -292,11 +294,14 @@
       ctx.strokeRect(x0 + 1, y0 + 1, x1 - x0 - 2, y1 - y0 - 2);
     }
 
+    // Grid edges to 15 significant digits (39.965, not 39.964999999999996): the service matches
+    // edges within 1e-9 of the axis span, far coarser than this rounding (5e-15 relative).
+    const edgeText = (x) => String(Number(x.toPrecision(15)));
     function setBox(r0, r1, c0, c1) {
-      inputs["lat-lo"].value = String(latEdges[r0]);
-      inputs["lat-hi"].value = String(latEdges[r1 + 1]);
-      inputs["lon-lo"].value = String(lonEdges[c0]);
-      inputs["lon-hi"].value = String(lonEdges[c1 + 1]);
+      inputs["lat-lo"].value = edgeText(latEdges[r0]);
+      inputs["lat-hi"].value = edgeText(latEdges[r1 + 1]);
+      inputs["lon-lo"].value = edgeText(lonEdges[c0]);
+      inputs["lon-hi"].value = edgeText(lonEdges[c1 + 1]);
       drawBox(r0, r1, c0, c1);
       canvas.setAttribute("data-box", JSON.stringify([[r0, r1], [c0, c1]]));
     }
