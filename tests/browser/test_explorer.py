@@ -262,3 +262,32 @@ def test_census_hierarchy_navigation(driver: Any, served_url: str, wait: Wait, a
     shown = answer_in_page(driver, wait)
     assert_same_as_api(shown, api_answer, "census", {"region": "nation", "size": [1, 2]})
     assert severe_console(driver) == []
+
+
+def test_page_bin_arithmetic_matches_the_library(driver: Any, served_url: str, wait: Wait) -> None:
+    """The page's copies of the schema's bin arithmetic (the tops its hints show, the grid edges
+    a drawn rectangle snaps to) equal dpcube.schema's, float for float."""
+    from dpcube.schema import Ordinal, Spatial
+    from dpcube.serve.served import attribute_info
+
+    driver.get(served_url)
+    wait(driver, lambda d: by_id(d, "release-select").is_enabled(), "the page's script")
+    ordinals = [
+        Ordinal.from_range("age", 0, 99, 1),  # whole numbers: a bin [a, a+1) ends at a
+        Ordinal.from_range("hours", 17, 90, 10),  # the last bin is cut at 90
+        Ordinal.from_range("ratio", 0, 10, 2.5),  # real-valued: a bin ends at its upper edge
+        Ordinal.from_edges("income", [0, 50000, 150000, 1000000]),
+        Ordinal.from_edges("score", [0, 0.5, 1.25, 2]),
+    ]
+    for attribute in ordinals:
+        scale = driver.execute_script(
+            "return window.dpcubeExplorer.ordinalScale(arguments[0]);", attribute_info(attribute)
+        )
+        assert scale["lows"] == list(attribute.scale.edges[:-1]), attribute.name
+        assert scale["tops"] == list(attribute.scale.tops), attribute.name
+        assert scale["whole"] == attribute.scale.whole, attribute.name
+    spatial = Spatial("loc", ("lat", "lon"), (33.7, -118.7, 34.4, -117.8), (1024, 7))
+    lat, lon = spatial.scales
+    edges = "return window.dpcubeExplorer.gridEdges(arguments[0], arguments[1], arguments[2]);"
+    assert driver.execute_script(edges, 33.7, 34.4, 1024) == list(lat.edges)
+    assert driver.execute_script(edges, -118.7, -117.8, 7) == list(lon.edges)

@@ -14,6 +14,7 @@
 
   const HEATMAP_MAX_BLOCKS = 32; // at most 32 x 32 heat-map blocks, i.e. 1,024 queries
   const HEATMAP_SIZE = 384; // canvas side in CSS pixels
+  const CENSUS_MAX_BUTTONS = 40; // more regions below one region are listed in a select
 
   const state = { releases: [], info: null, widgets: [], cuboid: null };
   const $ = (id) => document.getElementById(id);
@@ -216,10 +217,18 @@
       kids.replaceChildren();
       const below = children.get(current) || [];
       if (below.length) kids.append(document.createTextNode(`${below.length} regions below: `));
-      for (const name of below) {
-        const b = el("button", { type: "button", id: `region-child-${slug(name)}`, "data-testid": `region-child-${slug(name)}`, text: name });
-        b.addEventListener("click", () => { current = name; render(); });
-        kids.append(b);
+      if (below.length > CENSUS_MAX_BUTTONS) { // thousands of tracts: a list, not buttons
+        const list = el("select", { id: "region-children-select", "data-testid": "region-children-select", "aria-label": `regions below ${current}` });
+        list.append(el("option", { value: "", text: "go down to..." }));
+        for (const name of below) list.append(el("option", { value: name, text: name }));
+        list.addEventListener("change", () => { if (list.value) { current = list.value; render(); } });
+        kids.append(list);
+      } else {
+        for (const name of below) {
+          const b = el("button", { type: "button", id: `region-child-${slug(name)}`, "data-testid": `region-child-${slug(name)}`, text: name });
+          b.addEventListener("click", () => { current = name; render(); });
+          kids.append(b);
+        }
       }
       chosen.textContent = current;
     }
