@@ -25,15 +25,19 @@ from numpy.typing import NDArray
 
 from dpcube.errors import DPCubeError
 from dpcube.release.base import Release, publication_warning
-from dpcube.release.uncertainty import Uncertainty
+from dpcube.release.uncertainty import DEFAULT_RUNS, Uncertainty
 from dpcube.report import figures
 from dpcube.report.html import esc, figure, slug, table, with_interval
 from dpcube.schema import BoxedQuery, Nominal, Ordinal, Spatial
 
-#: Bootstrap replicates per report (``dpcube query`` uses 200): the report computes every
-#: figure's intervals from one set of replicates, so its cost is ``REPORT_RUNS`` re-runs of the
-#: mechanism; ``dpcube report --runs`` raises it.
+#: Bootstrap replicates of ``dpcube report`` (``dpcube query`` uses 200): every figure's
+#: intervals come from one set of replicates, so a report costs ``REPORT_RUNS`` re-runs of the
+#: mechanism (on a 256 x 256 HTF release, about 0.2 CPU s each); ``--runs`` changes it.
 REPORT_RUNS = 50
+#: Bootstrap replicates of the report ``dpcube release`` writes: the fewest accepted
+#: (:data:`dpcube.release.uncertainty.MIN_RUNS`), so that releasing stays quick; the report says
+#: so, and ``dpcube report REL --runs 200`` rewrites it with finer intervals.
+RELEASE_REPORT_RUNS = 20
 #: Most bars of a 1-D marginal; a longer attribute is shown in consecutive blocks of bins.
 MAX_BARS = 200
 #: Most cells of a 2-D marginal heat map; larger pairs are left out (and listed).
@@ -86,11 +90,17 @@ def uncertainty_caption(u: Uncertainty) -> str:
             "is its whole error."
         )
     if u.kind == "bootstrap":
+        coarse = (
+            f" {u.runs} runs give a coarse interval (dpcube query uses {DEFAULT_RUNS}; "
+            f"dpcube report REL --runs {DEFAULT_RUNS} rewrites this file with more)."
+            if u.runs < DEFAULT_RUNS
+            else ""
+        )
         return (
             f"Error bars and intervals: {pct} parametric-bootstrap interval from {u.runs} re-runs "
             f"of the mechanism on the release itself (no budget spent), covering the error with "
             f"its bias, not only the noise ({u.reason}). The bootstrap cannot see what the "
-            "release already hides (e.g. how records lie inside one released leaf)."
+            f"release already hides (e.g. how records lie inside one released leaf).{coarse}"
         )
     reason = (
         u.reason if u.reason.startswith("no error estimate") else f"no error estimate: {u.reason}"
@@ -624,6 +634,7 @@ __all__ = [
     "MAX_PAIRS",
     "MAX_STATES",
     "MAX_TABLE_ROWS",
+    "RELEASE_REPORT_RUNS",
     "REPORT_RUNS",
     "ReportOptions",
     "census_section",
