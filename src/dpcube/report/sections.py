@@ -78,7 +78,7 @@ def uncertainty_caption(u: Uncertainty) -> str:
 
     >>> nan = np.full(1, np.nan)
     >>> u = Uncertainty(np.ones(1), np.ones(1), np.ones(1), nan, nan, np.zeros(1), "exact", "linear", 0.95)
-    >>> uncertainty_caption(u)[:77]
+    >>> uncertainty_caption(u)[:78]
     'Error bars and intervals: 95% interval = estimate +- 1.96 x the exact noise sd'
     """
     pct = f"{100 * u.level:g}%"
