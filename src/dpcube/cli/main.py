@@ -274,14 +274,15 @@ def cmd_release(args: argparse.Namespace) -> int:
 
 def _write_report(out: Path, seed: int | None) -> Path | None:
     """The HTML report of the release just saved in ``out`` (``dpcube report``), from the saved
-    release alone, with the fewest bootstrap replicates (``RELEASE_REPORT_RUNS``: releasing stays
-    quick); a seeded release seeds its bootstrap too (the whole output is reproducible).
+    release alone, with the replicates saved with it if any, else the fewest bootstrap replicates
+    (``RELEASE_REPORT_RUNS``: releasing stays quick); a seeded release seeds its bootstrap too
+    (the whole output is reproducible).
     The release is saved and charged by now: a failure here is a warning, never a lost release."""
     from dpcube.report import RELEASE_REPORT_RUNS, write_report
 
     try:
         with progress.step("writing the HTML report"):
-            return write_report(out, seed=seed, runs=RELEASE_REPORT_RUNS)
+            return write_report(out, seed=seed, default_runs=RELEASE_REPORT_RUNS)
     except (DPCubeError, OSError) as exc:
         print(
             f"warning: the release is saved, but its HTML report was not written ({exc}); "

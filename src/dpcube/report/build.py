@@ -40,8 +40,9 @@ def build_report(
     release: Release,
     *,
     level: float = 0.95,
-    runs: int = sections.REPORT_RUNS,
+    runs: int | None = None,
     seed: int | None = None,
+    default_runs: int = sections.REPORT_RUNS,
     markdown_link: str | None = None,
 ) -> str:
     """The HTML report of ``release`` (pure: from what the release holds, no data access).
@@ -49,13 +50,17 @@ def build_report(
     Pass a release read back by :func:`dpcube.load_release`: it holds only what the guarantee
     covers. ``level``: the intervals' confidence level; ``runs``/``seed``: the bootstrap's
     replicates and their seed, for releases whose error is bootstrapped (every figure shares
-    them); ``markdown_link``: a relative link to the release's ``report.md``, shown in the header.
+    them; ``runs=None``: the replicates saved with the release, else ``default_runs``);
+    ``markdown_link``: a relative link to the release's ``report.md``, shown in the header.
     """
     if not 0.0 < level < 1.0:
         raise UsageError(f"--level must be a confidence level between 0 and 1, got {level}")
-    if runs < MIN_RUNS:
-        raise UsageError(f"--runs must be at least {MIN_RUNS} (bootstrap replicates), got {runs}")
-    options = ReportOptions(level=level, runs=int(runs), seed=seed)
+    for given in (runs, default_runs):
+        if given is not None and given < MIN_RUNS:
+            raise UsageError(
+                f"--runs must be at least {MIN_RUNS} (bootstrap replicates), got {given}"
+            )
+    options = ReportOptions(level=level, runs=runs, seed=seed, default_runs=default_runs)
     m = release.metadata
     _, kind_reason = uncertainty_kind(release)
     written = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
@@ -122,19 +127,22 @@ def write_report(
     out: str | os.PathLike[str] | None = None,
     *,
     level: float = 0.95,
-    runs: int = sections.REPORT_RUNS,
+    runs: int | None = None,
     seed: int | None = None,
+    default_runs: int = sections.REPORT_RUNS,
 ) -> Path:
     """Load the release in ``release_dir``, build its report and write it atomically to ``out``
     (default ``<release_dir>/report.html``); return the path. Refuses to overwrite a file
-    dpcube did not write."""
+    dpcube did not write. ``level``, ``runs``, ``seed``, ``default_runs``: as :func:`build_report`."""
     directory = Path(release_dir)
     if not directory.is_dir():
         raise ReleaseError(f"{str(directory)!r} is not a release directory (no such directory)")
     target = report_target(directory, out)
     release = load_release(directory)
     link = REPORT if target.parent.resolve() == directory.resolve() else None
-    text = build_report(release, level=level, runs=runs, seed=seed, markdown_link=link)
+    text = build_report(
+        release, level=level, runs=runs, seed=seed, default_runs=default_runs, markdown_link=link
+    )
     report_target(directory, out)  # again, right before writing (the build takes a while)
     write_atomic(target, text.encode("utf-8"))
     return target

@@ -57,19 +57,28 @@ MAX_CHILD_ROWS = 300
 
 @dataclass(frozen=True)
 class ReportOptions:
-    """What the report's uncertainty is computed with: the interval ``level``, the bootstrap's
-    ``runs`` and ``seed`` (None: OS entropy; the replicates are shared by every figure)."""
+    """What the report's uncertainty is computed with: the interval ``level``; the bootstrap's
+    ``runs`` (None: the replicates saved with the release, if it has them, else
+    ``default_runs``) and ``seed`` (None: OS entropy). Every figure shares one set of replicates."""
 
     level: float = 0.95
-    runs: int = REPORT_RUNS
+    runs: int | None = None
     seed: int | None = None
+    default_runs: int = REPORT_RUNS
+
+
+def bootstrap_arguments(release: Release, options: ReportOptions) -> tuple[int | None, int | None]:
+    """``(runs, seed)`` for :meth:`Release.uncertainty`: ``(None, None)`` when the release carries
+    saved replicates and no number was asked for (they are used as saved, nothing re-runs)."""
+    if options.runs is None and getattr(release, "stored_replicates", None) is not None:
+        return None, None
+    return (options.default_runs if options.runs is None else options.runs), options.seed
 
 
 def estimate(release: Release, queries: Sequence[Any], options: ReportOptions) -> Uncertainty:
     """The release's answers to ``queries`` with their uncertainty (:meth:`Release.uncertainty`)."""
-    u: Uncertainty = release.uncertainty(
-        queries, level=options.level, runs=options.runs, seed=options.seed
-    )
+    runs, seed = bootstrap_arguments(release, options)
+    u: Uncertainty = release.uncertainty(queries, level=options.level, runs=runs, seed=seed)
     return u
 
 
@@ -637,6 +646,7 @@ __all__ = [
     "RELEASE_REPORT_RUNS",
     "REPORT_RUNS",
     "ReportOptions",
+    "bootstrap_arguments",
     "census_section",
     "cuboid_tables",
     "estimate",
