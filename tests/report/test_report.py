@@ -374,3 +374,16 @@ def test_bootstrap_runs_are_stated_and_saved_replicates_preferred(
     assert bootstrap_arguments(with_saved, ReportOptions(seed=9)) == (None, None)  # type: ignore[arg-type]
     assert bootstrap_arguments(with_saved, ReportOptions(runs=40, seed=9)) == (40, 9)  # type: ignore[arg-type]
     assert bootstrap_arguments(without, ReportOptions(seed=9, default_runs=20)) == (20, 9)  # type: ignore[arg-type]
+
+
+def test_a_costly_bootstrap_is_skipped_within_a_budget_and_labelled(tmp_path: Path) -> None:
+    """With a CPU budget (dpcube release's report), a bootstrap that would exceed it is skipped:
+    the bars are the noise sd, labelled as noise only, and the page says how to get the rest."""
+    release = load_release(saved("htf", "htf-default", tmp_path))
+    text = build_report(release, seed=1, bootstrap_budget_s=0.0)
+    assert "NOISE SD ONLY, NOT THE ERROR" in text and "parametric-bootstrap interval" not in text
+    assert "skipped in this report" in text and "dpcube report REL computes" in text
+    noise_sd = np.sqrt(release.variance_many([{}]))[0]
+    assert np.isfinite(noise_sd)  # HTF knows its leaf noise: the bars are drawn from it
+    text = build_report(release, seed=1, bootstrap_budget_s=1e9)
+    assert "parametric-bootstrap interval from 50 re-runs" in text and "NOISE SD ONLY" not in text

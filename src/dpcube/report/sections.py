@@ -38,6 +38,9 @@ REPORT_RUNS = 50
 #: (:data:`dpcube.release.uncertainty.MIN_RUNS`), so that releasing stays quick; the report says
 #: so, and ``dpcube report REL --runs 200`` rewrites it with finer intervals.
 RELEASE_REPORT_RUNS = 20
+#: CPU seconds the report of ``dpcube release`` may spend on the bootstrap (one replicate is
+#: timed first); beyond it the figures show the noise sd, labelled as noise only, not the error.
+RELEASE_BOOTSTRAP_BUDGET_S = 10.0
 #: Most bars of a 1-D marginal; a longer attribute is shown in consecutive blocks of bins.
 MAX_BARS = 200
 #: Most cells of a 2-D marginal heat map; larger pairs are left out (and listed).
@@ -65,6 +68,25 @@ class ReportOptions:
     runs: int | None = None
     seed: int | None = None
     default_runs: int = REPORT_RUNS
+    #: CPU seconds the bootstrap was estimated to need when it was skipped for its cost
+    #: (:func:`noise_only`); None: not skipped.
+    skipped_bootstrap_s: float | None = None
+
+
+#: The reason of an uncertainty the report computed from the noise sd alone (bootstrap skipped).
+NOISE_ONLY = "noise sd only, NOT the error"
+
+
+def noise_only(release: Release, queries: Sequence[Any], level: float) -> Uncertainty:
+    """Answers with ``+- z noise sd`` ranges where the noise sd is known (NaN elsewhere), labelled
+    :data:`NOISE_ONLY`: for a bootstrap release whose bootstrap was skipped for its cost."""
+    answers = np.asarray(release.answer_many(queries), dtype=np.float64)
+    sd = np.sqrt(np.asarray(release.variance_many(queries), dtype=np.float64))
+    z = NormalDist().inv_cdf(0.5 + level / 2.0)
+    nan = np.full(len(answers), np.nan)
+    return Uncertainty(
+        answers, nan, sd, answers - z * sd, answers + z * sd, nan, "none", NOISE_ONLY, level
+    )
 
 
 def bootstrap_arguments(release: Release, options: ReportOptions) -> tuple[int | None, int | None]:
@@ -77,6 +99,8 @@ def bootstrap_arguments(release: Release, options: ReportOptions) -> tuple[int |
 
 def estimate(release: Release, queries: Sequence[Any], options: ReportOptions) -> Uncertainty:
     """The release's answers to ``queries`` with their uncertainty (:meth:`Release.uncertainty`)."""
+    if options.skipped_bootstrap_s is not None:
+        return noise_only(release, queries, options.level)
     runs, seed = bootstrap_arguments(release, options)
     u: Uncertainty = release.uncertainty(queries, level=options.level, runs=runs, seed=seed)
     return u
@@ -110,6 +134,18 @@ def uncertainty_caption(u: Uncertainty) -> str:
             f"of the mechanism on the release itself (no budget spent), covering the error with "
             f"its bias, not only the noise ({u.reason}). The bootstrap cannot see what the "
             f"release already hides (e.g. how records lie inside one released leaf).{coarse}"
+        )
+    if u.reason == NOISE_ONLY:
+        z = NormalDist().inv_cdf(0.5 + u.level / 2.0)
+        bars = (
+            f"Error bars: estimate +- {z:.2f} x the noise sd, NOISE SD ONLY, NOT THE ERROR"
+            if np.isfinite(u.noise_sd).any()
+            else "No error bars (this release does not know its noise sd)"
+        )
+        return (
+            f"{bars}: the estimate is also biased, which only the parametric bootstrap measures. "
+            "The bootstrap was skipped to keep dpcube release quick; dpcube report REL computes "
+            "it (it re-runs the mechanism on the release; no budget spent)."
         )
     reason = (
         u.reason if u.reason.startswith("no error estimate") else f"no error estimate: {u.reason}"
@@ -643,6 +679,8 @@ __all__ = [
     "MAX_PAIRS",
     "MAX_STATES",
     "MAX_TABLE_ROWS",
+    "NOISE_ONLY",
+    "RELEASE_BOOTSTRAP_BUDGET_S",
     "RELEASE_REPORT_RUNS",
     "REPORT_RUNS",
     "ReportOptions",
@@ -653,6 +691,7 @@ __all__ = [
     "guarantee_section",
     "leaf_table",
     "marginal_sections",
+    "noise_only",
     "plan_section",
     "spatial_grid_figure",
     "spatial_section",
