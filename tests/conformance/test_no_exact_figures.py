@@ -35,6 +35,8 @@ from dpcube import registry
 from dpcube.cli.main import main
 from dpcube.engine.base import policy_report
 from dpcube.histogram import Histogram
+from dpcube.release.base import load_release, write_atomic
+from dpcube.report import build_report
 from dpcube.report.html import PLOTLY_END, PLOTLY_START
 from dpcube.testing.conformance import Case, mixed_schema
 
@@ -160,6 +162,23 @@ def test_no_exact_figure_in_a_saved_release(case: Case, tmp_path: Path) -> None:
 
 
 MECHANISMS_OF = {case.id: cls for cls in MECHANISMS.values() for case in cls.conformance_cases()}
+
+
+def test_the_walk_catches_an_exact_figure_in_the_html_report(tmp_path: Path) -> None:
+    """The scan of report.html: a row count planted in the page is caught."""
+    case = next(c for c in CASES if c.id.startswith("identity"))
+
+    def release(d: int, seed: int, out: Path) -> Path:
+        r = case.make("add_remove").release(_data(case, d), random_state=seed)
+        rows = r.curator_log["rows"]
+        saved = r.save(out)
+        html = build_report(load_release(saved), seed=seed)
+        planted = html.replace("</body>", f"<p>rows read: {rows}</p></body>")
+        write_atomic(saved / "report.html", planted.encode())
+        return saved
+
+    with pytest.raises(AssertionError, match=r"report\.html#"):
+        assert_no_exact_figures(release, tmp_path)
 
 
 def test_the_walk_catches_an_exact_figure(tmp_path: Path) -> None:

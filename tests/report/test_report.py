@@ -336,3 +336,54 @@ def test_bad_options_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[s
         assert main(["report", str(rel), *argv]) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and words in err
+
+
+def test_bootstrap_runs_are_stated_and_saved_replicates_preferred(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`dpcube release` reports a bootstrap release with the fewest replicates and says so;
+    `dpcube report --runs` sets them; replicates saved with a release are used as saved."""
+    from types import SimpleNamespace
+
+    from dpcube.report.sections import RELEASE_REPORT_RUNS, ReportOptions, bootstrap_arguments
+
+    schema = tmp_path / "loc.yaml"
+    schema.write_text(
+        "attributes:\n  - name: loc\n    kind: spatial\n    columns: [lat, lng]\n"
+        "    bbox: [0, 0, 1, 1]\n    resolution: [8, 8]\n"
+    )
+    rng = np.random.default_rng(0)
+    pd.DataFrame({"lat": rng.uniform(0, 1, 300), "lng": rng.uniform(0, 1, 300)}).to_csv(
+        tmp_path / "points.csv", index=False
+    )
+    rel = tmp_path / "map"
+    argv = ["release", str(tmp_path / "points.csv"), "--schema", str(schema), "--mechanism",
+            "ug", "--epsilon", "1", "--seed", "2", "--out", str(rel), "--ledger-dir",
+            str(tmp_path / "l"), "--total-epsilon", "10"]  # fmt: skip
+    assert main(argv) == 0
+    text = (rel / "report.html").read_text()
+    assert f"interval from {RELEASE_REPORT_RUNS} re-runs" in text and "coarse" in text
+    assert main(["report", str(rel), "--runs", "30", "--bootstrap-seed", "4"]) == 0
+    text = (rel / "report.html").read_text()
+    assert "interval from 30 re-runs" in text and "from 20 re-runs" not in text
+    capsys.readouterr()
+    # A release that carries saved replicates (dpcube release --bootstrap-runs) uses them as
+    # saved unless a number is asked for; one without gets the report's default.
+    with_saved = SimpleNamespace(stored_replicates=object())
+    without = SimpleNamespace(stored_replicates=None)
+    assert bootstrap_arguments(with_saved, ReportOptions(seed=9)) == (None, None)  # type: ignore[arg-type]
+    assert bootstrap_arguments(with_saved, ReportOptions(runs=40, seed=9)) == (40, 9)  # type: ignore[arg-type]
+    assert bootstrap_arguments(without, ReportOptions(seed=9, default_runs=20)) == (20, 9)  # type: ignore[arg-type]
+
+
+def test_a_costly_bootstrap_is_skipped_within_a_budget_and_labelled(tmp_path: Path) -> None:
+    """With a CPU budget (dpcube release's report), a bootstrap that would exceed it is skipped:
+    the bars are the noise sd, labelled as noise only, and the page says how to get the rest."""
+    release = load_release(saved("htf", "htf-default", tmp_path))
+    text = build_report(release, seed=1, bootstrap_budget_s=0.0)
+    assert "NOISE SD ONLY, NOT THE ERROR" in text and "parametric-bootstrap interval" not in text
+    assert "skipped in this report" in text and "dpcube report REL computes" in text
+    noise_sd = np.sqrt(release.variance_many([{}]))[0]
+    assert np.isfinite(noise_sd)  # HTF knows its leaf noise: the bars are drawn from it
+    text = build_report(release, seed=1, bootstrap_budget_s=1e9)
+    assert "parametric-bootstrap interval from 50 re-runs" in text and "NOISE SD ONLY" not in text

@@ -274,13 +274,21 @@ def cmd_release(args: argparse.Namespace) -> int:
 
 def _write_report(out: Path, seed: int | None) -> Path | None:
     """The HTML report of the release just saved in ``out`` (``dpcube report``), from the saved
-    release alone; a seeded release seeds its bootstrap too (the whole output is reproducible).
+    release alone, with the replicates saved with it if any, else the fewest bootstrap replicates
+    (``RELEASE_REPORT_RUNS``), and no bootstrap at all when those would take more than
+    ``RELEASE_BOOTSTRAP_BUDGET_S`` CPU seconds (releasing stays quick; the report says so); a
+    seeded release seeds its bootstrap too.
     The release is saved and charged by now: a failure here is a warning, never a lost release."""
-    from dpcube.report import write_report
+    from dpcube.report import RELEASE_BOOTSTRAP_BUDGET_S, RELEASE_REPORT_RUNS, write_report
 
     try:
         with progress.step("writing the HTML report"):
-            return write_report(out, seed=seed)
+            return write_report(
+                out,
+                seed=seed,
+                default_runs=RELEASE_REPORT_RUNS,
+                bootstrap_budget_s=RELEASE_BOOTSTRAP_BUDGET_S,
+            )
     except (DPCubeError, OSError) as exc:
         print(
             f"warning: the release is saved, but its HTML report was not written ({exc}); "

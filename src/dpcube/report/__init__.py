@@ -9,6 +9,13 @@ calls for, each with its uncertainty); :func:`write_report` writes it atomically
 from __future__ import annotations
 
 from dpcube.report.build import build_report, report_target, write_report
-from dpcube.report.sections import REPORT_RUNS
+from dpcube.report.sections import RELEASE_BOOTSTRAP_BUDGET_S, RELEASE_REPORT_RUNS, REPORT_RUNS
 
-__all__ = ["REPORT_RUNS", "build_report", "report_target", "write_report"]
+__all__ = [
+    "RELEASE_BOOTSTRAP_BUDGET_S",
+    "RELEASE_REPORT_RUNS",
+    "REPORT_RUNS",
+    "build_report",
+    "report_target",
+    "write_report",
+]

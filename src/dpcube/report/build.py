@@ -13,7 +13,11 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import time
+from dataclasses import replace
 from pathlib import Path
+
+import numpy as np
 
 from dpcube.errors import ReleaseError, UsageError
 from dpcube.release.base import (
@@ -40,8 +44,10 @@ def build_report(
     release: Release,
     *,
     level: float = 0.95,
-    runs: int = sections.REPORT_RUNS,
+    runs: int | None = None,
     seed: int | None = None,
+    default_runs: int = sections.REPORT_RUNS,
+    bootstrap_budget_s: float | None = None,
     markdown_link: str | None = None,
 ) -> str:
     """The HTML report of ``release`` (pure: from what the release holds, no data access).
@@ -49,15 +55,31 @@ def build_report(
     Pass a release read back by :func:`dpcube.load_release`: it holds only what the guarantee
     covers. ``level``: the intervals' confidence level; ``runs``/``seed``: the bootstrap's
     replicates and their seed, for releases whose error is bootstrapped (every figure shares
-    them); ``markdown_link``: a relative link to the release's ``report.md``, shown in the header.
+    them; ``runs=None``: the replicates saved with the release, else ``default_runs``);
+    ``bootstrap_budget_s``: when set, a bootstrap whose replicates would take more CPU seconds
+    (one is timed) is skipped: the figures then show the noise sd, labelled "noise sd only, NOT
+    the error" (``dpcube release``'s report; ``dpcube report`` always bootstraps);
+    ``markdown_link``: a relative link to the release's ``report.md``, shown in the header.
     """
     if not 0.0 < level < 1.0:
         raise UsageError(f"--level must be a confidence level between 0 and 1, got {level}")
-    if runs < MIN_RUNS:
-        raise UsageError(f"--runs must be at least {MIN_RUNS} (bootstrap replicates), got {runs}")
-    options = ReportOptions(level=level, runs=int(runs), seed=seed)
+    for given in (runs, default_runs):
+        if given is not None and given < MIN_RUNS:
+            raise UsageError(
+                f"--runs must be at least {MIN_RUNS} (bootstrap replicates), got {given}"
+            )
+    options = ReportOptions(level=level, runs=runs, seed=seed, default_runs=default_runs)
     m = release.metadata
-    _, kind_reason = uncertainty_kind(release)
+    error_kind, kind_reason = uncertainty_kind(release)
+    wanted, _ = sections.bootstrap_arguments(release, options)
+    if error_kind == "bootstrap" and bootstrap_budget_s is not None and wanted is not None:
+        cost = wanted * replicate_seconds(release, seed)
+        if cost > bootstrap_budget_s:
+            options = replace(options, skipped_bootstrap_s=cost)
+            kind_reason += (
+                f" (skipped in this report: {wanted} re-runs would take about {cost:.0f} CPU s; "
+                "the figures show the noise sd only; dpcube report REL computes it)"
+            )
     written = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     body: list[str] = [
         f"<h1>dpcube release report: {esc(m.mechanism)}, epsilon = {esc(f'{m.epsilon:g}')}</h1>",
@@ -99,6 +121,15 @@ def build_report(
     return page(title, m.release_id, meta, "".join(body))
 
 
+def replicate_seconds(release: Release, seed: int | None) -> float:
+    """CPU seconds of one bootstrap replicate of ``release`` (the mechanism re-run once on the
+    release itself; post-processing, no budget spent)."""
+    start = time.process_time()
+    world = release.bootstrap_world()  # type: ignore[attr-defined]
+    world.replicate(np.random.default_rng(seed))
+    return time.process_time() - start
+
+
 def report_target(release_dir: Path, out: str | os.PathLike[str] | None) -> Path:
     """Where the report of ``release_dir`` goes, refused (one line, before any work) when that
     would overwrite a file dpcube did not write, or cannot be written."""
@@ -122,19 +153,24 @@ def write_report(
     out: str | os.PathLike[str] | None = None,
     *,
     level: float = 0.95,
-    runs: int = sections.REPORT_RUNS,
+    runs: int | None = None,
     seed: int | None = None,
+    default_runs: int = sections.REPORT_RUNS,
+    bootstrap_budget_s: float | None = None,
 ) -> Path:
     """Load the release in ``release_dir``, build its report and write it atomically to ``out``
     (default ``<release_dir>/report.html``); return the path. Refuses to overwrite a file
-    dpcube did not write."""
+    dpcube did not write. The other arguments: as :func:`build_report`."""
     directory = Path(release_dir)
     if not directory.is_dir():
         raise ReleaseError(f"{str(directory)!r} is not a release directory (no such directory)")
     target = report_target(directory, out)
     release = load_release(directory)
     link = REPORT if target.parent.resolve() == directory.resolve() else None
-    text = build_report(release, level=level, runs=runs, seed=seed, markdown_link=link)
+    text = build_report(
+        release, level=level, runs=runs, seed=seed, default_runs=default_runs,
+        bootstrap_budget_s=bootstrap_budget_s, markdown_link=link,
+    )  # fmt: skip
     report_target(directory, out)  # again, right before writing (the build takes a while)
     write_atomic(target, text.encode("utf-8"))
     return target

@@ -41,9 +41,9 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--runs",
         type=int,
-        default=REPORT_RUNS,
-        help=f"bootstrap replicates for releases whose error is bootstrapped (default {REPORT_RUNS}, "
-        "at least 20)",
+        default=None,
+        help="bootstrap replicates for releases whose error is bootstrapped (default: those saved "
+        f"with the release, else {REPORT_RUNS}; at least 20)",
     )
     p.add_argument(
         "--bootstrap-seed", type=int, default=None, help="seed the bootstrap (a reproducible file)"

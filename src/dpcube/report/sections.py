@@ -25,15 +25,22 @@ from numpy.typing import NDArray
 
 from dpcube.errors import DPCubeError
 from dpcube.release.base import Release, publication_warning
-from dpcube.release.uncertainty import Uncertainty
+from dpcube.release.uncertainty import DEFAULT_RUNS, Uncertainty
 from dpcube.report import figures
 from dpcube.report.html import esc, figure, slug, table, with_interval
 from dpcube.schema import BoxedQuery, Nominal, Ordinal, Spatial
 
-#: Bootstrap replicates per report (``dpcube query`` uses 200): the report computes every
-#: figure's intervals from one set of replicates, so its cost is ``REPORT_RUNS`` re-runs of the
-#: mechanism; ``dpcube report --runs`` raises it.
+#: Bootstrap replicates of ``dpcube report`` (``dpcube query`` uses 200): every figure's
+#: intervals come from one set of replicates, so a report costs ``REPORT_RUNS`` re-runs of the
+#: mechanism (on a 256 x 256 HTF release, about 0.2 CPU s each); ``--runs`` changes it.
 REPORT_RUNS = 50
+#: Bootstrap replicates of the report ``dpcube release`` writes: the fewest accepted
+#: (:data:`dpcube.release.uncertainty.MIN_RUNS`), so that releasing stays quick; the report says
+#: so, and ``dpcube report REL --runs 200`` rewrites it with finer intervals.
+RELEASE_REPORT_RUNS = 20
+#: CPU seconds the report of ``dpcube release`` may spend on the bootstrap (one replicate is
+#: timed first); beyond it the figures show the noise sd, labelled as noise only, not the error.
+RELEASE_BOOTSTRAP_BUDGET_S = 10.0
 #: Most bars of a 1-D marginal; a longer attribute is shown in consecutive blocks of bins.
 MAX_BARS = 200
 #: Most cells of a 2-D marginal heat map; larger pairs are left out (and listed).
@@ -53,19 +60,49 @@ MAX_CHILD_ROWS = 300
 
 @dataclass(frozen=True)
 class ReportOptions:
-    """What the report's uncertainty is computed with: the interval ``level``, the bootstrap's
-    ``runs`` and ``seed`` (None: OS entropy; the replicates are shared by every figure)."""
+    """What the report's uncertainty is computed with: the interval ``level``; the bootstrap's
+    ``runs`` (None: the replicates saved with the release, if it has them, else
+    ``default_runs``) and ``seed`` (None: OS entropy). Every figure shares one set of replicates."""
 
     level: float = 0.95
-    runs: int = REPORT_RUNS
+    runs: int | None = None
     seed: int | None = None
+    default_runs: int = REPORT_RUNS
+    #: CPU seconds the bootstrap was estimated to need when it was skipped for its cost
+    #: (:func:`noise_only`); None: not skipped.
+    skipped_bootstrap_s: float | None = None
+
+
+#: The reason of an uncertainty the report computed from the noise sd alone (bootstrap skipped).
+NOISE_ONLY = "noise sd only, NOT the error"
+
+
+def noise_only(release: Release, queries: Sequence[Any], level: float) -> Uncertainty:
+    """Answers with ``+- z noise sd`` ranges where the noise sd is known (NaN elsewhere), labelled
+    :data:`NOISE_ONLY`: for a bootstrap release whose bootstrap was skipped for its cost."""
+    answers = np.asarray(release.answer_many(queries), dtype=np.float64)
+    sd = np.sqrt(np.asarray(release.variance_many(queries), dtype=np.float64))
+    z = NormalDist().inv_cdf(0.5 + level / 2.0)
+    nan = np.full(len(answers), np.nan)
+    return Uncertainty(
+        answers, nan, sd, answers - z * sd, answers + z * sd, nan, "none", NOISE_ONLY, level
+    )
+
+
+def bootstrap_arguments(release: Release, options: ReportOptions) -> tuple[int | None, int | None]:
+    """``(runs, seed)`` for :meth:`Release.uncertainty`: ``(None, None)`` when the release carries
+    saved replicates and no number was asked for (they are used as saved, nothing re-runs)."""
+    if options.runs is None and getattr(release, "stored_replicates", None) is not None:
+        return None, None
+    return (options.default_runs if options.runs is None else options.runs), options.seed
 
 
 def estimate(release: Release, queries: Sequence[Any], options: ReportOptions) -> Uncertainty:
     """The release's answers to ``queries`` with their uncertainty (:meth:`Release.uncertainty`)."""
-    u: Uncertainty = release.uncertainty(
-        queries, level=options.level, runs=options.runs, seed=options.seed
-    )
+    if options.skipped_bootstrap_s is not None:
+        return noise_only(release, queries, options.level)
+    runs, seed = bootstrap_arguments(release, options)
+    u: Uncertainty = release.uncertainty(queries, level=options.level, runs=runs, seed=seed)
     return u
 
 
@@ -74,7 +111,7 @@ def uncertainty_caption(u: Uncertainty) -> str:
 
     >>> nan = np.full(1, np.nan)
     >>> u = Uncertainty(np.ones(1), np.ones(1), np.ones(1), nan, nan, np.zeros(1), "exact", "linear", 0.95)
-    >>> uncertainty_caption(u)[:77]
+    >>> uncertainty_caption(u)[:78]
     'Error bars and intervals: 95% interval = estimate +- 1.96 x the exact noise sd'
     """
     pct = f"{100 * u.level:g}%"
@@ -86,11 +123,29 @@ def uncertainty_caption(u: Uncertainty) -> str:
             "is its whole error."
         )
     if u.kind == "bootstrap":
+        coarse = (
+            f" {u.runs} runs give a coarse interval (dpcube query uses {DEFAULT_RUNS}; "
+            f"dpcube report REL --runs {DEFAULT_RUNS} rewrites this file with more)."
+            if u.runs < DEFAULT_RUNS
+            else ""
+        )
         return (
             f"Error bars and intervals: {pct} parametric-bootstrap interval from {u.runs} re-runs "
             f"of the mechanism on the release itself (no budget spent), covering the error with "
             f"its bias, not only the noise ({u.reason}). The bootstrap cannot see what the "
-            "release already hides (e.g. how records lie inside one released leaf)."
+            f"release already hides (e.g. how records lie inside one released leaf).{coarse}"
+        )
+    if u.reason == NOISE_ONLY:
+        z = NormalDist().inv_cdf(0.5 + u.level / 2.0)
+        bars = (
+            f"Error bars: estimate +- {z:.2f} x the noise sd, NOISE SD ONLY, NOT THE ERROR"
+            if np.isfinite(u.noise_sd).any()
+            else "No error bars (this release does not know its noise sd)"
+        )
+        return (
+            f"{bars}: the estimate is also biased, which only the parametric bootstrap measures. "
+            "The bootstrap was skipped to keep dpcube release quick; dpcube report REL computes "
+            "it (it re-runs the mechanism on the release; no budget spent)."
         )
     reason = (
         u.reason if u.reason.startswith("no error estimate") else f"no error estimate: {u.reason}"
@@ -624,14 +679,19 @@ __all__ = [
     "MAX_PAIRS",
     "MAX_STATES",
     "MAX_TABLE_ROWS",
+    "NOISE_ONLY",
+    "RELEASE_BOOTSTRAP_BUDGET_S",
+    "RELEASE_REPORT_RUNS",
     "REPORT_RUNS",
     "ReportOptions",
+    "bootstrap_arguments",
     "census_section",
     "cuboid_tables",
     "estimate",
     "guarantee_section",
     "leaf_table",
     "marginal_sections",
+    "noise_only",
     "plan_section",
     "spatial_grid_figure",
     "spatial_section",
