@@ -238,6 +238,18 @@ def test_map_rectangle_on_the_heat_map(driver: Any, served_url: str, wait: Wait,
     cells = api_answer("map", {"loc": {"bins": [[r0, r1], [c0, c1]]}})["answers"][0]
     assert cells["answer"] == shown.value
     screenshots(driver, "explorer-map")
+
+    # a drag that ends outside the canvas (to the east) stops at the grid's last column
+    ActionChains(driver).move_to_element_with_offset(
+        canvas, 50, 50
+    ).click_and_hold().move_by_offset(size, 20).release().perform()
+    wait(driver, lambda d: json.loads(canvas.get_attribute("data-box"))[1][1] == cols - 1,
+         "a box clamped to the last column")  # fmt: skip
+    (r0, r1), (c0, c1) = json.loads(canvas.get_attribute("data-box"))
+    assert r0 < r1 and c0 < c1
+    shown = answer_in_page(driver, wait)
+    cells = api_answer("map", {"loc": {"bins": [[r0, r1], [c0, c1]]}})["answers"][0]
+    assert shown.value == cells["answer"]
     assert severe_console(driver) == []
 
 

@@ -325,14 +325,21 @@
       const c = [colAt(a.x), colAt(b.x)].sort((p, q) => p - q);
       return [r[0], r[1], c[0], c[1]];
     }
-    canvas.addEventListener("mousedown", (e) => { drag = position(e); e.preventDefault(); });
-    canvas.addEventListener("mousemove", (e) => { if (drag) drawBox(...boxOf(drag, position(e))); });
-    window.addEventListener("mouseup", (e) => {
+    // pointer events: a mouse, a pen or a finger draws the same way
+    canvas.addEventListener("pointerdown", (e) => {
+      drag = position(e);
+      canvas.setPointerCapture(e.pointerId); // the drag may end outside the canvas
+      e.preventDefault();
+    });
+    canvas.addEventListener("pointermove", (e) => { if (drag) drawBox(...boxOf(drag, position(e))); });
+    const finish = (e) => {
       if (!drag) return;
       const start = drag;
       drag = null;
       setBox(...boxOf(start, position(e)));
-    });
+    };
+    canvas.addEventListener("pointerup", finish);
+    canvas.addEventListener("pointercancel", () => { drag = null; if (image) ctx.putImageData(image, 0, 0); });
 
     async function load() {
       // blocks of whole grid cells, at most HEATMAP_MAX_BLOCKS a side; each block is one query
