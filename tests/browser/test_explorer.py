@@ -267,12 +267,22 @@ def test_census_hierarchy_navigation(driver: Any, served_url: str, wait: Wait, a
     by_id(driver, "size-hi").send_keys("2")
     shown = answer_in_page(driver, wait)
     assert_same_as_api(shown, api_answer, "census", {"region": "N2", "size": [1, 2]})
-    screenshots(driver, "explorer-census")
+    assert not by_id(driver, "breakdown").is_displayed()  # N2 has no region below it
     # back up the path: the breadcrumb names every region above
     by_id(driver, "region-up-nation").click()
     wait(driver, lambda d: by_id(d, "region-current").text == "nation", "back at the root")
     shown = answer_in_page(driver, wait)
     assert_same_as_api(shown, api_answer, "census", {"region": "nation", "size": [1, 2]})
+    # under the answer, the same question for each region below the chosen one
+    table = by_id(driver, "breakdown")
+    assert table.is_displayed()
+    rows = table.find_elements("css selector", "tbody tr")
+    assert [r.get_attribute("data-label") for r in rows] == ["North", "South", "West"]
+    for row in rows:
+        query = {"region": row.get_attribute("data-label"), "size": [1, 2]}
+        expected = api_answer("census", query)["answers"][0]["answer"]
+        assert float(row.get_attribute("data-value")) == expected
+    screenshots(driver, "explorer-census")
     assert severe_console(driver) == []
 
 

@@ -15,6 +15,7 @@
   const HEATMAP_MAX_BLOCKS = 32; // at most 32 x 32 heat-map blocks, i.e. 1,024 queries
   const HEATMAP_SIZE = 384; // canvas side in CSS pixels
   const CENSUS_MAX_BUTTONS = 40; // more regions below one region are listed in a select
+  const BREAKDOWN_MAX_ROWS = 200; // regions below the chosen one answered with it
 
   const state = { releases: [], info: null, widgets: [], cuboid: null };
   const $ = (id) => document.getElementById(id);
@@ -240,6 +241,11 @@
         el("span", { className: "hint" }, document.createTextNode("answering for: "), chosen)),
       constraint() { return current; },
       reset() { current = root; render(); },
+      // the same question for each region below the chosen one (a table under the answer)
+      breakdown(query) {
+        return (children.get(current) || []).slice(0, BREAKDOWN_MAX_ROWS)
+          .map((name) => ({ label: name, query: { ...query, region: name } }));
+      },
     };
     const k = hierarchy.max_size;
     const lo = el("input", { type: "number", id: "size-lo", "data-testid": "size-lo", min: 1, max: k, step: 1, placeholder: "1", "aria-label": "size from" });
@@ -529,6 +535,23 @@
     return `no interval: ${data.error_reason || "this release has no error estimate"}`;
   }
 
+  /* The answers for the regions below the chosen one: a table under the main answer. */
+  function showBreakdown(rows, answers, level) {
+    const table = $("breakdown");
+    const body = table.querySelector("tbody");
+    body.replaceChildren();
+    rows.forEach((row, i) => {
+      const a = answers[i];
+      const interval = a.lower === null || a.upper === null ? "(no interval)"
+        : `[${formatNumber(a.lower)}, ${formatNumber(a.upper)}]`;
+      body.append(el("tr", { "data-label": row.label, "data-value": String(a.answer) },
+        el("td", { text: row.label }), el("td", { className: "num", text: formatNumber(a.answer) }),
+        el("td", { className: "num", text: interval })));
+    });
+    table.querySelector("caption").textContent = `below it, the same question (${Math.round(level * 1000) / 10} % intervals)`;
+    table.hidden = rows.length === 0;
+  }
+
   async function answer(event) {
     event.preventDefault();
     showError("");
@@ -547,8 +570,11 @@
     button.disabled = true;
     setStatus("answering...");
     try {
-      const data = await api(`/api/releases/${encodeURIComponent(info.name)}/answer`, { queries: [query], level: level });
+      const rows = state.widgets.flatMap((w) => (w.breakdown ? w.breakdown(query) : []));
+      const queries = [query, ...rows.map((r) => r.query)];
+      const data = await api(`/api/releases/${encodeURIComponent(info.name)}/answer`, { queries: queries, level: level });
       const a = data.answers[0];
+      showBreakdown(rows, data.answers.slice(1), data.level);
       const value = $("answer-value");
       value.textContent = formatNumber(a.answer);
       value.setAttribute("data-value", String(a.answer));
