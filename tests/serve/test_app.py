@@ -295,3 +295,57 @@ def test_explorer_static_and_openapi(client: TestClient) -> None:
     body = spec["paths"]["/api/releases/{name}/answer"]["post"]["requestBody"]
     schema = body["content"]["application/json"]["schema"]
     assert "examples" in schema and set(schema["properties"]) == {"queries", "level"}
+
+
+def test_overlapping_widens_off_edge_ranges_and_says_so(client: TestClient) -> None:
+    off_edge = {"where": "income=50..499"}
+    assert_error(client.get("/api/releases/cells/answer", params=off_edge), 400, "inside")
+    got = client.get("/api/releases/cells/answer", params={**off_edge, "overlapping": "true"})
+    assert got.status_code == 200 and got.json()["covered"] == {"income": "0..499"}
+    whole = client.post("/api/releases/cells/answer", json={"queries": [{}]}).json()
+    assert got.json()["answers"][0]["answer"] == whole["answers"][0]["answer"]  # both bins
+    table = client.get(
+        "/api/releases/cells/table",
+        params={"format": "json", "where": "income=50..99", "overlapping": "true"},
+    ).json()
+    assert {r["income"] for r in table["rows"]} == {"[0, 100)"}
+    assert_error(
+        client.get("/api/releases/census/answer", params={"where": "size=1", "overlapping": 1}),
+        400,
+        "overlapping applies to releases with a schema",
+    )
+
+
+def test_table_row_limit_counts_rows_before_building(release_dirs: dict[str, Path]) -> None:
+    app = create_app(list(release_dirs.values()), runs=RUNS, max_table_rows=8)
+    served = app.state.served
+    cases = [
+        ("cells", None, {}), ("cells", None, {"sex": "F"}), ("cells", None, {"age": [0, 1]}),
+        ("cube", ["b"], {}), ("cube", ["a", "b"], {"a": "x"}), ("grid", None, {}),
+        ("grid", None, {"loc": {"bins": [[0, 1], [0, 3]]}}), ("census", None, {}),
+    ]  # fmt: skip
+    for name, cuboid, where in cases:  # the count is the table's own number of rows
+        release = served[name].release
+        table = release.to_arrow(cuboid=cuboid, runs=RUNS) if not where else None
+        if table is None:
+            from dpcube.release.tables import labelled_table
+
+            table = labelled_table(release, cuboid=cuboid, where=where, runs=RUNS)
+        assert served[name].table_rows(cuboid, where) == table.num_rows, (name, cuboid, where)
+    with TestClient(app, raise_server_exceptions=False) as c:
+        assert_error(c.get("/api/releases/cells/table"), 413, "16 rows", "8")
+        assert c.get("/api/releases/cells/table", params={"where": "sex=F"}).status_code == 200
+
+
+def test_loopback_service_answers_loopback_host_names_only(
+    release_dirs: dict[str, Path],
+) -> None:
+    from dpcube.serve.cli import LOOPBACK_NAMES
+
+    app = create_app([release_dirs["cells"]], allowed_hosts=LOOPBACK_NAMES)
+    with TestClient(app, raise_server_exceptions=False) as c:
+        for host in ("127.0.0.1:8000", "localhost", "[::1]:8000"):
+            assert c.get("/api/health", headers={"host": host}).status_code == 200
+        for host in ("evil.example:8000", "127.0.0.1.evil.example", ""):
+            refused = c.get("/api/releases", headers={"host": host})
+            assert_error(refused, 400, "is not served here")

@@ -3,6 +3,8 @@ the schema, and the few-box path of ``box_sums`` the same sums as the corner-by-
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -11,7 +13,7 @@ from dpcube.release.cells import FEW_BOXES, box_sums, prefix_sums
 from dpcube.schema import Schema
 from dpcube.serve.served import RememberingAttribute, remembering_schema
 
-from .conftest import CELL_SCHEMA
+from .conftest import CELL_SCHEMA, RUNS
 
 
 def test_remembered_constraints_give_the_schemas_boxes_and_errors() -> None:
@@ -58,3 +60,21 @@ def test_few_box_path_sums_to_the_bit_like_the_corner_loop(
     assert np.allclose(few, brute)
     with pytest.raises(ValueError, match="invalid entry in coordinates"):
         box_sums(prefix, boxes[:1] + np.array(shape)[None, :, None])
+
+
+def test_warm_bootstrap_keeps_replicate_tables_within_the_memory_limit(
+    release_dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dpcube.release import uncertainty
+    from dpcube.serve.served import ServedRelease
+
+    served = ServedRelease.load(release_dirs["grid"], runs=RUNS, seed=3)
+    served.warm()
+    _, replicates = uncertainty._replicates(served.release, RUNS, 3)
+    assert len(replicates) == RUNS
+    assert all(getattr(r, "_prefix", None) is not None for r in replicates)  # kept: small
+    first = served.answer([{"loc": {"bins": [[0, 2], [1, 5]]}}], 0.9)
+    assert served.answer([{"loc": {"bins": [[0, 2], [1, 5]]}}], 0.9) == first  # same replicates
+    monkeypatch.setattr(uncertainty, "KEEP_REPLICATE_PREFIX_BYTES", 0)
+    served.answer([{}], 0.9)
+    assert all(getattr(r, "_prefix", None) is None for r in replicates)  # over the limit: dropped

@@ -37,7 +37,8 @@ the uniformity error of the *real* data inside a leaf is under-estimated (see
 ``docs/experiments/coverage.md`` for the measured coverage).
 
 Replicates are computed on demand and cached in memory on the release object (never saved: a
-saved release holds only what the guarantee covers). ``dpcube query`` on a bootstrap release
+saved release holds only what the guarantee covers), with their summed-area tables while they
+fit in :data:`KEEP_REPLICATE_PREFIX_BYTES`. ``dpcube query`` on a bootstrap release
 therefore re-runs the mechanism ``runs`` times per call (see the coverage page for the cost).
 """
 
@@ -59,6 +60,8 @@ from dpcube.release.base import Release, ReleaseMetadata
 #: Replicates of the bootstrap when ``runs`` is not given (the 2.5 % and 97.5 % quantiles of 200
 #: errors rest on 5 errors each side; see docs/experiments/coverage.md).
 DEFAULT_RUNS = 200
+#: Largest total size of the replicates' summed-area tables kept between calls (bytes).
+KEEP_REPLICATE_PREFIX_BYTES = 256 << 20
 #: Fewest replicates accepted: below this the tail quantiles of a 95 % interval are the extremes.
 MIN_RUNS = 20
 
@@ -268,9 +271,15 @@ def bootstrap_errors(
     out = np.empty((len(reps), len(target)))
     for b, rep in enumerate(reps):
         out[b] = np.asarray(rep.answer_many(queries), dtype=np.float64) - target
-        # A cached replicate keeps its compact form only: its summed-area table (8 bytes a cell,
-        # 8 MB on 1024 x 1024) times `runs` would not fit; it is rebuilt on the next call.
-        if getattr(rep, "_prefix", None) is not None:
+        # A cached replicate keeps its summed-area table (8 bytes a cell) only while all
+        # `runs` of them fit in KEEP_REPLICATE_PREFIX_BYTES (256 x 256 cells x 200 runs: 105 MB,
+        # kept; 1024 x 1024: 1.7 GB, dropped and rebuilt on the next call). A service answering
+        # many calls from one release then sums boxes instead of rebuilding 200 tables a call.
+        prefix = getattr(rep, "_prefix", None)
+        if (
+            isinstance(prefix, np.ndarray)
+            and prefix.nbytes * len(reps) > KEEP_REPLICATE_PREFIX_BYTES
+        ):
             rep._prefix = None  # type: ignore[attr-defined]
     return out
 

@@ -22,6 +22,7 @@ only reads: nothing is written and no budget is spent (a release is public by co
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -45,6 +46,8 @@ from dpcube.serve.served import ServedRelease, load_served
 DEFAULT_MAX_BODY_BYTES = 1 << 20
 #: Most queries in one batch.
 DEFAULT_MAX_BATCH = 10_000
+#: Most rows of a table the service builds and sends (``dpcube export`` writes larger ones).
+DEFAULT_MAX_TABLE_ROWS = 1_000_000
 #: Longest error line returned (a huge value quoted back in a message is cut).
 MAX_ERROR_CHARS = 500
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -152,6 +155,47 @@ def error(status: int, line: str) -> JSONResponse:
     return JSONResponse({"error": text}, status_code=status)
 
 
+def host_name(header: str) -> str:
+    """The host name of a ``Host`` header, without its port, lower case.
+
+    >>> host_name("127.0.0.1:8000"), host_name("[::1]:80"), host_name("LocalHost")
+    ('127.0.0.1', '::1', 'localhost')
+    """
+    text = header.strip().lower()
+    if text.startswith("["):
+        return text[1:].partition("]")[0]
+    return text.rpartition(":")[0] if text.count(":") == 1 else text
+
+
+class AllowedHosts:
+    """ASGI middleware: answer only requests whose ``Host`` names one of ``hosts``.
+
+    ``dpcube serve`` on a loopback address allows the loopback names only: a web page that
+    rebinds its own domain name to 127.0.0.1 (DNS rebinding) then cannot read the service
+    through a visitor's browser.
+    """
+
+    def __init__(self, app: ASGIApp, hosts: Sequence[str]) -> None:
+        self.app = app
+        self.hosts = {h.lower() for h in hosts}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            header = next((v for k, v in scope.get("headers", []) if k == b"host"), b"")
+            name = host_name(header.decode("latin-1"))
+            if name not in self.hosts:
+                shown = name[:100] or "(none)"
+                refusal = error(
+                    400,
+                    f"Host {shown!r} is not served here (this service answers "
+                    f"{', '.join(sorted(self.hosts))}); start dpcube serve with --host to serve "
+                    "another name",
+                )
+                await refusal(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 class BodyLimit:
     """ASGI middleware: refuse a request body over ``limit`` bytes with 413, before parsing.
 
@@ -240,6 +284,19 @@ def _validation_line(exc: RequestValidationError) -> str:
 # ------------------------------------------------------------------------------------------------
 
 
+def overlapping_query(item: ServedRelease, query: dict[str, Any], overlapping: bool) -> Any:
+    """``query`` with value ranges widened to the bins they overlap when ``overlapping``
+    (:meth:`dpcube.schema.Schema.with_overlapping`, as the CLI's ``--overlapping``)."""
+    if not overlapping:
+        return query
+    if item.release.schema is None:
+        raise DPCubeError(
+            f"overlapping applies to releases with a schema; a {item.release.kind!r} release "
+            "has none"
+        )
+    return item.release.schema.with_overlapping(query)
+
+
 def _safe_file_part(text: str) -> str:
     """A file-name part of letters, digits, ``._-`` only (for Content-Disposition).
 
@@ -254,6 +311,8 @@ def create_app(
     *,
     max_batch: int = DEFAULT_MAX_BATCH,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    max_table_rows: int = DEFAULT_MAX_TABLE_ROWS,
+    allowed_hosts: Sequence[str] | None = None,
     runs: int | None = None,
     bootstrap_seed: int | None = None,
     warm: bool = True,
@@ -261,6 +320,8 @@ def create_app(
     """The service answering ``release_dirs`` (each loaded once and verified, keyed by its folder
     name; duplicate names are refused with a :class:`dpcube.errors.UsageError`).
 
+    ``max_table_rows``: larger tables are refused (413) before they are built.
+    ``allowed_hosts``: the host names a request's ``Host`` may name (None: any).
     ``runs``/``bootstrap_seed``: replicates of the bootstrap of bootstrap-kind releases (default
     :data:`dpcube.release.uncertainty.DEFAULT_RUNS`) and their seed (default: OS entropy; the
     bootstrap is post-processing, so a seed changes no guarantee). ``warm``: compute those
@@ -268,8 +329,8 @@ def create_app(
     """
     from dpcube.release.uncertainty import DEFAULT_RUNS, MIN_RUNS
 
-    if max_batch < 1 or max_body_bytes < 1:
-        raise DPCubeError("max_batch and max_body_bytes must be positive")
+    if max_batch < 1 or max_body_bytes < 1 or max_table_rows < 1:
+        raise DPCubeError("max_batch, max_body_bytes and max_table_rows must be positive")
     runs = DEFAULT_RUNS if runs is None else int(runs)
     if runs < MIN_RUNS:
         raise DPCubeError(f"runs must be at least {MIN_RUNS}, got {runs}")
@@ -385,12 +446,24 @@ def create_app(
             examples=["age=20..39, sex=F"],
         ),
         level: float = Query(0.95, gt=0.0, lt=1.0, allow_inf_nan=False),
+        overlapping: bool = Query(
+            False,
+            description="answer value ranges off the bin edges with the bins they overlap "
+            "(as `dpcube query --overlapping`); the response then says what was `covered`",
+        ),
     ) -> JSONResponse:
         """Answer one query written as `dpcube query --where` takes it."""
         from dpcube.cli.main import parse_where
 
         item = lookup(name)
-        return await answer(item, [parse_where(where)], level)
+        query = overlapping_query(item, parse_where(where), overlapping)
+        response = await answer(item, [query], level)
+        if overlapping and response.status_code == 200:
+            assert item.release.schema is not None  # checked by overlapping_query
+            body = json.loads(bytes(response.body))
+            body["covered"] = item.release.schema.coverage(query)
+            return JSONResponse(body)
+        return response
 
     @app.get(
         "/api/releases/{name}/table",
@@ -403,6 +476,7 @@ def create_app(
         cuboid: str | None = Query(None, max_length=1024, examples=["sex,income"]),
         level: float = Query(0.95, gt=0.0, lt=1.0, allow_inf_nan=False),
         where: str = Query("", max_length=4096),
+        overlapping: bool = Query(False, description="as `dpcube export --overlapping`"),
     ) -> Response:
         """The release's labelled table (as `dpcube export`): one row per released cell, leaf,
         cuboid cell or region x size, with the estimate and its interval at `level`."""
@@ -411,13 +485,21 @@ def create_app(
         from dpcube.release.tables import labelled_table, table_info
 
         item = lookup(name)
-        item.warm()
         names = None if cuboid is None else split_names(cuboid, "cuboid")
+        query = overlapping_query(item, parse_where(where), overlapping)
+        rows = item.table_rows(names, query)
+        if rows > max_table_rows:
+            return error(
+                413,
+                f"the table has {rows:,} rows, more than the {max_table_rows:,} this service "
+                "sends; narrow it with where= or cuboid=, or use `dpcube export`",
+            )
+        item.warm()
         labelled = labelled_table(
             item.release,
             level=level,
             cuboid=names,
-            where=parse_where(where),
+            where=query,
             runs=item.runs if item.bootstrap else None,
             seed=item.seed if item.bootstrap else None,
         )
@@ -433,10 +515,10 @@ def create_app(
                 values = labelled.column(column).to_pylist()
                 floats = all(isinstance(v, float) for v in values)
                 columns[column] = json_floats(values) if floats and values else values
-            rows = [
+            listed = [
                 dict(zip(columns, row, strict=True)) for row in zip(*columns.values(), strict=True)
             ]
-            return JSONResponse({**table_info(labelled), "rows": rows}, headers=disposition)
+            return JSONResponse({**table_info(labelled), "rows": listed}, headers=disposition)
         media = "text/csv" if format == "csv" else "application/vnd.apache.parquet"
         return Response(encode(labelled, format), media_type=media, headers=disposition)
 
@@ -460,6 +542,8 @@ def create_app(
     if STATIC_DIR.is_dir():
         app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     app.add_middleware(BodyLimit, limit=max_body_bytes)
+    if allowed_hosts is not None:
+        app.add_middleware(AllowedHosts, hosts=list(allowed_hosts))
     return app
 
 
@@ -469,4 +553,10 @@ def _version() -> str:
     return __version__
 
 
-__all__ = ["DEFAULT_MAX_BATCH", "DEFAULT_MAX_BODY_BYTES", "AnswerRequest", "create_app"]
+__all__ = [
+    "DEFAULT_MAX_BATCH",
+    "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_MAX_TABLE_ROWS",
+    "AnswerRequest",
+    "create_app",
+]

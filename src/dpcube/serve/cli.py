@@ -16,6 +16,9 @@ from typing import Any
 
 from dpcube.errors import UsageError
 
+#: The ``Host`` names a service bound to a loopback address answers (DNS rebinding guard).
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+
 
 def is_loopback(host: str) -> bool:
     """Whether ``host`` is a loopback name or address.
@@ -71,12 +74,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from dpcube.serve.app import create_app
 
-    if args.max_batch < 1 or args.max_body_bytes < 1:
-        raise UsageError("--max-batch and --max-body-bytes must be positive")
+    if args.max_batch < 1 or args.max_body_bytes < 1 or args.max_table_rows < 1:
+        raise UsageError("--max-batch, --max-body-bytes and --max-table-rows must be positive")
     app = create_app(
         args.releases,
         max_batch=args.max_batch,
         max_body_bytes=args.max_body_bytes,
+        max_table_rows=args.max_table_rows,
+        allowed_hosts=LOOPBACK_NAMES if is_loopback(args.host) else None,
         runs=args.runs,
         bootstrap_seed=args.bootstrap_seed,
     )
@@ -116,7 +121,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add ``dpcube serve`` to the sub-command parsers."""
-    from dpcube.serve.app import DEFAULT_MAX_BATCH, DEFAULT_MAX_BODY_BYTES
+    from dpcube.serve.app import DEFAULT_MAX_BATCH, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_TABLE_ROWS
 
     p = sub.add_parser("serve", help="answer queries on releases over HTTP (read-only)")
     p.add_argument("releases", nargs="+", metavar="REL", help="release directories to serve")
@@ -137,6 +142,12 @@ def register(sub: Any) -> None:
         type=int,
         default=DEFAULT_MAX_BODY_BYTES,
         help=f"largest request body (default {DEFAULT_MAX_BODY_BYTES:,} bytes)",
+    )
+    p.add_argument(
+        "--max-table-rows",
+        type=int,
+        default=DEFAULT_MAX_TABLE_ROWS,
+        help=f"largest table sent (default {DEFAULT_MAX_TABLE_ROWS:,} rows)",
     )
     p.add_argument(
         "--runs",

@@ -48,9 +48,12 @@ def warm_bootstrap(release: Release, runs: int, seed: int | None) -> None:
     ``release.uncertainty(..., runs=runs, seed=seed)`` on the same release object reuses; swap
     this function if that cache moves.
     """
-    from dpcube.release.uncertainty import _replicates
+    from dpcube.release.uncertainty import _replicates, bootstrap_errors
 
     _replicates(release, runs, seed)
+    # one answer through every replicate builds their summed-area tables now (kept while they
+    # fit in dpcube.release.uncertainty.KEEP_REPLICATE_PREFIX_BYTES), not at the first request
+    bootstrap_errors(release, [{}], runs=runs, seed=seed)
 
 
 #: Constraints remembered per attribute before the memo is emptied (bounds its memory).
@@ -248,6 +251,29 @@ class ServedRelease:
             }
             out["leaves"] = len(getattr(release, "rects", ()))
         return out
+
+    def table_rows(self, cuboid: Sequence[str] | None, where: Mapping[str, Any]) -> int:
+        """How many rows the labelled table of ``cuboid`` inside ``where`` has at most (before
+        it is built: a service refuses a table too large to send)."""
+        release = self.release
+        hierarchy = getattr(release, "hierarchy", None)
+        if release.kind == "census_hierarchy" and hierarchy is not None:
+            return int(hierarchy.size) * int(getattr(release, "max_size", 1))
+        if release.kind == "spatial_leaves" and cuboid is None and not where:
+            return len(getattr(release, "rects", ()))
+        schema = release.schema
+        if schema is None:
+            return 0
+        names = list(cuboid) if cuboid is not None else None
+        published = getattr(release, "published", None)
+        if names is None and release.kind == "cuboids" and published:
+            names = list(published[0]) if len(published) == 1 else []
+        box = schema.box(where)
+        rows = 1
+        for name in schema.names if names is None else names:
+            if name in schema.names:
+                rows *= math.prod(hi - lo + 1 for lo, hi in box[schema.axis_slice(name)])
+        return rows
 
     # -- answering -------------------------------------------------------------------------------
     def resolve(self, queries: Sequence[Any]) -> list[Mapping[str, Any]]:
