@@ -129,11 +129,15 @@ def uncertainty_caption(u: Uncertainty) -> str:
             if u.runs < DEFAULT_RUNS
             else ""
         )
+        hidden = (
+            " The bootstrap cannot see how the records lie inside one released leaf."
+            if "uniformity" in u.reason
+            else ""
+        )
         return (
             f"Error bars and intervals: {pct} parametric-bootstrap interval from {u.runs} re-runs "
             f"of the mechanism on the release itself (no budget spent), covering the error with "
-            f"its bias, not only the noise ({u.reason}). The bootstrap cannot see what the "
-            f"release already hides (e.g. how records lie inside one released leaf).{coarse}"
+            f"its bias, not only the noise ({u.reason}).{hidden}{coarse}"
         )
     if u.reason == NOISE_ONLY:
         z = NormalDist().inv_cdf(0.5 + u.level / 2.0)
