@@ -176,7 +176,8 @@ def test_cube_bad_ranges_get_one_line(driver: Any, served_url: str, wait: Wait, 
     assert_same_as_api(
         shown, api_answer, "cube", {"age": {"values": [20.5, 39], "overlapping": True}}
     )
-    # 20.5..39 overlaps the bins of 20..39, so the widened answer is theirs
+    # 20.5..39 overlaps the bins of 20..39, so the widened answer is theirs, and the page says so
+    assert "the answer covers age 20..39" in by_id(driver, "answer-covered").text
     assert shown.value == api_answer("cube", {"age": [20, 39]})["answers"][0]["answer"]
     # SEVERE console entries here are only the page's own 400 responses, which it shows as text
     assert all("400" in e["message"] for e in severe_console(driver))
@@ -257,6 +258,7 @@ def test_census_hierarchy_navigation(driver: Any, served_url: str, wait: Wait, a
                                      screenshots: Any, severe_console: Any) -> None:  # fmt: skip
     open_release(driver, served_url, "census", wait)
     assert by_id(driver, "region-current").text == "nation"
+    assert not by_id(driver, "overlapping").is_displayed()  # no value ranges in a census query
     by_id(driver, "region-child-North").click()
     wait(driver, lambda d: by_id(d, "region-current").text == "North", "region North")
     children = by_id(driver, "region-children").text

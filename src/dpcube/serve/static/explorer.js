@@ -502,6 +502,7 @@
       showGuarantee(info);
       setupCuboids(info);
       buildWidgets();
+      $("overlapping-field").hidden = !info.schema; // a census query has no value ranges to widen
       $("query-form").hidden = false;
       const url = new URL(window.location.href);
       url.searchParams.set("release", name);
@@ -572,7 +573,15 @@
     try {
       const rows = state.widgets.flatMap((w) => (w.breakdown ? w.breakdown(query) : []));
       const queries = [query, ...rows.map((r) => r.query)];
-      const data = await api(`/api/releases/${encodeURIComponent(info.name)}/answer`, { queries: queries, level: level });
+      const path = `/api/releases/${encodeURIComponent(info.name)}/answer`;
+      const widened = $("overlapping").checked && info.schema && Object.keys(query).length > 0;
+      // widened ranges: the GET form of the endpoint also says which values the answer covers
+      const data = widened
+        ? await api(`${path}?${new URLSearchParams({ where: JSON.stringify(query), level: String(level), overlapping: "true" })}`)
+        : await api(path, { queries: queries, level: level });
+      const covered = $("answer-covered");
+      covered.textContent = data.covered ? `the answer covers ${Object.entries(data.covered).map(([k, v]) => `${k} ${v}`).join("; ")} (the bins the ranges overlap)` : "";
+      covered.hidden = !data.covered;
       const a = data.answers[0];
       showBreakdown(rows, data.answers.slice(1), data.level);
       const value = $("answer-value");
