@@ -349,3 +349,25 @@ def test_loopback_service_answers_loopback_host_names_only(
         for host in ("evil.example:8000", "127.0.0.1.evil.example", ""):
             refused = c.get("/api/releases", headers={"host": host})
             assert_error(refused, 400, "is not served here")
+
+
+def test_no_error_estimate_is_null_never_nan(tmp_path: Path) -> None:
+    from dpcube import Histogram, Identity
+    from dpcube.privacy.random import NO_NOISE
+
+    from .conftest import CELL_SCHEMA
+
+    directory = (
+        Identity(1.0)
+        .release(Histogram(CELL_SCHEMA, np.ones((4, 2, 2))), random_state=NO_NOISE)
+        .save(tmp_path / "exact")
+    )
+    with TestClient(create_app([directory]), raise_server_exceptions=False) as c:
+        response = c.post("/api/releases/exact/answer", json={"queries": [{}]})
+        assert "NaN" not in response.text  # not valid JSON; null instead
+        (answer,) = response.json()["answers"]
+        assert answer["answer"] == 16.0 and answer["error_kind"] == "none"
+        assert answer["lower"] is None and answer["upper"] is None and answer["stddev"] is None
+        assert "noise switched off" in response.json()["not_for_publication"]
+        table = c.get("/api/releases/exact/table", params={"format": "json"})
+        assert "NaN" not in table.text and table.json()["rows"][0]["lower"] is None

@@ -53,6 +53,41 @@ def test_serve_subprocess_answers_over_loopback(release_dirs: dict[str, Path]) -
     assert "warning: --host" not in err  # loopback: no public-service warning
 
 
+def start(*argv: str) -> tuple[subprocess.Popen[str], str]:
+    """``dpcube serve ARGV --port 0`` as a subprocess, and its URL once it answers."""
+    cmd = [sys.executable, "-m", "dpcube", "serve", *argv, "--port", "0"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    assert proc.stdout is not None
+    first = proc.stdout.readline()
+    match = re.search(r"at (http://127\.0\.0\.1:\d+/)", first)
+    assert match, first
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            httpx.get(match.group(1) + "api/health", timeout=5)
+            return proc, match.group(1)
+        except httpx.TransportError:
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.2)
+
+
+def test_workers_share_one_bootstrap_seed(release_dirs: dict[str, Path]) -> None:
+    proc, url = start(str(release_dirs["grid"]), "--workers", "2", "--runs", "20")
+    try:
+        query = {"queries": [{"loc": {"bins": [[0, 1], [0, 3]]}}]}
+        answers = []
+        for _ in range(8):  # a new connection each time: either worker may answer
+            with httpx.Client(timeout=10) as client:
+                answers.append(client.post(url + "api/releases/grid/answer", json=query).json())
+        assert answers[0]["error_kind"] == "bootstrap"
+        assert all(a == answers[0] for a in answers)  # the same interval from every worker
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert "Traceback" not in err
+
+
 def test_serve_refuses_bad_input_with_one_line(
     release_dirs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -69,3 +104,5 @@ def test_serve_refuses_bad_input_with_one_line(
     assert "runs must be at least" in capsys.readouterr().err
     assert main(["serve", str(release_dirs["cells"]), "--max-batch", "0"]) == 2
     assert "--max-batch" in capsys.readouterr().err
+    assert main(["serve", str(release_dirs["cells"]), "--workers", "0"]) == 2
+    assert "--workers must be at least 1" in capsys.readouterr().err

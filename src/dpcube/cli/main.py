@@ -446,7 +446,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 #: Sub-commands that need neither the mechanisms nor the registered extra commands: their parser
 #: is built without importing them (``dpcube query`` starts in a fraction of a second).
-LIGHT_COMMANDS = ("query", "budget", "demo", "export", "report")
+LIGHT_COMMANDS = ("query", "budget", "demo", "export", "report", "serve")
 
 
 def _command_of(argv: Sequence[str]) -> str | None:

@@ -207,11 +207,13 @@ class BodyLimit:
         self.app = app
         self.limit = limit
 
+    def too_large(self) -> JSONResponse:
+        return error(413, f"request body larger than {self.limit:,} bytes; send fewer queries")
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        too_large = error(413, f"request body larger than {self.limit:,} bytes; send fewer queries")
         for key, value in scope.get("headers", []):
             if key == b"content-length":
                 try:
@@ -220,7 +222,7 @@ class BodyLimit:
                     await error(400, "Content-Length is not a number")(scope, receive, send)
                     return
                 if declared > self.limit:
-                    await too_large(scope, receive, send)
+                    await self.too_large()(scope, receive, send)
                     return
         chunks: list[bytes] = []
         size = 0
@@ -228,24 +230,24 @@ class BodyLimit:
         while more:
             message = await receive()
             if message["type"] != "http.request":  # disconnect: pass it on
-                chunks_message = message
+                buffered = message
                 break
             body = message.get("body", b"")
             size += len(body)
             if size > self.limit:
-                await too_large(scope, receive, send)
+                await self.too_large()(scope, receive, send)
                 return
             chunks.append(body)
             more = bool(message.get("more_body", False))
         else:
-            chunks_message = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+            buffered = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
         replayed = False
 
         async def replay() -> Message:
             nonlocal replayed
             if not replayed:
                 replayed = True
-                return chunks_message
+                return buffered
             return await receive()
 
         await self.app(scope, replay, send)

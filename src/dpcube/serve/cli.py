@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import secrets
 import socket
 import sys
+from pathlib import Path
 from typing import Any
 
 from dpcube.errors import UsageError
@@ -69,6 +71,22 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+#: The environment variable that hands a worker process its :func:`create_app` arguments.
+CONFIG_VARIABLE = "DPCUBE_SERVE_CONFIG"
+
+
+def app_from_environment() -> Any:
+    """The app of one uvicorn worker (``--workers N``): :func:`create_app` with the arguments
+    the ``dpcube serve`` process put in :data:`CONFIG_VARIABLE` (JSON)."""
+    import json
+    import os
+
+    from dpcube.serve.app import create_app
+
+    options = json.loads(os.environ[CONFIG_VARIABLE])
+    return create_app(options.pop("release_dirs"), **options)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -76,14 +94,28 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     if args.max_batch < 1 or args.max_body_bytes < 1 or args.max_table_rows < 1:
         raise UsageError("--max-batch, --max-body-bytes and --max-table-rows must be positive")
+    if args.workers < 1:
+        raise UsageError(f"--workers must be at least 1, got {args.workers}")
+    seed = args.bootstrap_seed
+    if args.workers > 1 and seed is None:
+        # every worker draws the same bootstrap replicates: the same query gets the same interval
+        # whichever worker answers (a seed of the bootstrap changes no guarantee)
+        seed = secrets.randbits(63)
+    options: dict[str, Any] = {
+        "release_dirs": [str(Path(d).resolve()) for d in args.releases],
+        "max_batch": args.max_batch,
+        "max_body_bytes": args.max_body_bytes,
+        "max_table_rows": args.max_table_rows,
+        "allowed_hosts": list(LOOPBACK_NAMES) if is_loopback(args.host) else None,
+        "runs": args.runs,
+        "bootstrap_seed": seed,
+    }
+    # loaded and verified here first, so that a bad release is one line and nothing listens (the
+    # workers each load them again and compute their own bootstrap replicates)
     app = create_app(
-        args.releases,
-        max_batch=args.max_batch,
-        max_body_bytes=args.max_body_bytes,
-        max_table_rows=args.max_table_rows,
-        allowed_hosts=LOOPBACK_NAMES if is_loopback(args.host) else None,
-        runs=args.runs,
-        bootstrap_seed=args.bootstrap_seed,
+        options["release_dirs"],
+        **{k: v for k, v in options.items() if k != "release_dirs"},
+        warm=args.workers == 1,
     )
     sock = bind(args.host, args.port)
     port = int(sock.getsockname()[1])
@@ -104,16 +136,29 @@ def cmd_serve(args: argparse.Namespace) -> int:
     names = ", ".join(app.state.served)
     print(f"serving {len(app.state.served)} release(s) ({names}) at {url}", flush=True)
     print(f"API documentation: {url}docs  (Ctrl-C stops)", flush=True)
-    config = uvicorn.Config(
-        app,
-        log_level=args.log_level,
-        access_log=args.access_log,
-        server_header=False,
-        proxy_headers=False,
-    )
-    server = uvicorn.Server(config)
+    settings: dict[str, Any] = {
+        "log_level": args.log_level,
+        "access_log": args.access_log,
+        "server_header": False,
+        "proxy_headers": False,
+    }
     try:
-        server.run(sockets=[sock])
+        if args.workers == 1:
+            uvicorn.Server(uvicorn.Config(app, **settings)).run(sockets=[sock])
+        else:
+            import json
+            import os
+
+            from uvicorn.supervisors import Multiprocess
+
+            os.environ[CONFIG_VARIABLE] = json.dumps(options)
+            config = uvicorn.Config(
+                "dpcube.serve.cli:app_from_environment",
+                factory=True,
+                workers=args.workers,
+                **settings,
+            )
+            Multiprocess(config, sockets=[sock]).run()
     finally:
         sock.close()
     return 0
@@ -165,4 +210,11 @@ def register(sub: Any) -> None:
         help="uvicorn's log level (default warning)",
     )
     p.add_argument("--access-log", action="store_true", help="log every request")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="uvicorn worker processes (default 1); each loads the releases and their bootstrap "
+        "replicates (drawn with one shared seed)",
+    )
     p.set_defaults(func=cmd_serve)

@@ -145,6 +145,7 @@ class ServedRelease:
     error_reason: str
     report_paths: tuple[Path, ...]
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _answer_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _warm: bool = False
     _schema: Schema | None = field(default=None, repr=False)
 
@@ -310,7 +311,12 @@ class ServedRelease:
         runs = self.runs if self.bootstrap else None
         seed = self.seed if self.bootstrap else None
         try:
-            return self.release.uncertainty(resolved, level=level, runs=runs, seed=seed)
+            if not self.bootstrap:
+                return self.release.uncertainty(resolved, level=level, runs=runs, seed=seed)
+            # bootstrap answers run in worker threads and share the cached replicates, whose
+            # summed-area tables the uncertainty module may drop after a call: one at a time
+            with self._answer_lock:
+                return self.release.uncertainty(resolved, level=level, runs=runs, seed=seed)
         except (DPCubeError, TypeError, ValueError, KeyError, IndexError, OverflowError) as exc:
             # a query the release could not read (census queries are not resolved above): name
             # the first one that fails on its own; if none does, the error is re-raised as it is
