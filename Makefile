@@ -38,7 +38,7 @@ browser:
 	fi
 
 pytest: $(STAMP) browser
-	$(BIN)/python -m pytest -n 2 -q
+	$(BIN)/python -m pytest -n 2 --dist loadgroup -q
 
 test: lint typecheck pytest
 

@@ -62,6 +62,7 @@ COMMANDS: dict[str, str] = {
     "export": "dpcube.cli.export:register",
     "audit": "dpcube.cli.audit:register",
     "serve": "dpcube.serve.cli:register",
+    "report": "dpcube.report.cli:register",
 }
 
 

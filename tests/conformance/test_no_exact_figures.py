@@ -35,6 +35,9 @@ from dpcube import registry
 from dpcube.cli.main import main
 from dpcube.engine.base import policy_report
 from dpcube.histogram import Histogram
+from dpcube.release.base import load_release, write_atomic
+from dpcube.report import build_report
+from dpcube.report.html import PLOTLY_END, PLOTLY_START
 from dpcube.testing.conformance import Case, mixed_schema
 
 #: Most seeds per data set before a value that never changed with the noise is called exact.
@@ -75,13 +78,26 @@ def flatten(directory: Path) -> dict[str, Any]:
         for column, values in table.items():
             for r, v in enumerate(values):
                 out[f"table[{name}].{column}[{r}]"] = v
+    html = directory / "report.html"  # `dpcube release` writes the HTML report by default
+    if html.exists():
+        for j, token in enumerate(report_html_tokens(html.read_text())):
+            out[f"report.html#{j}"] = token
     # Every file of the directory is accounted for: the walk above covers all that save writes.
     assert {p.name for p in directory.iterdir()} == {
         "manifest.json",
         "report.md",
         *manifest["tables"].values(),
+        *(["report.html"] if html.exists() else []),
     }
     return out
+
+
+def report_html_tokens(text: str) -> list[str]:
+    """The tokens of an HTML report, Plotly's own library left out (it is the same in every
+    report): every label, number and word of the page and of its figures' data, in order."""
+    start, end = text.index(PLOTLY_START), text.index(PLOTLY_END)
+    rest = re.sub(r"(?<=\d),(?=\d{3}(?![\d.]))", "", text[:start] + text[end:])  # 1,234 -> 1234
+    return re.findall(r"[^\s,;:()\[\]{}\"'`=<>]+", rest)
 
 
 def exact_figures(d1: list[dict[str, Any]], d2: list[dict[str, Any]]) -> dict[str, Any]:
@@ -146,6 +162,23 @@ def test_no_exact_figure_in_a_saved_release(case: Case, tmp_path: Path) -> None:
 
 
 MECHANISMS_OF = {case.id: cls for cls in MECHANISMS.values() for case in cls.conformance_cases()}
+
+
+def test_the_walk_catches_an_exact_figure_in_the_html_report(tmp_path: Path) -> None:
+    """The scan of report.html: a row count planted in the page is caught."""
+    case = next(c for c in CASES if c.id.startswith("identity"))
+
+    def release(d: int, seed: int, out: Path) -> Path:
+        r = case.make("add_remove").release(_data(case, d), random_state=seed)
+        rows = r.curator_log["rows"]
+        saved = r.save(out)
+        html = build_report(load_release(saved), seed=seed)
+        planted = html.replace("</body>", f"<p>rows read: {rows}</p></body>")
+        write_atomic(saved / "report.html", planted.encode())
+        return saved
+
+    with pytest.raises(AssertionError, match=r"report\.html#"):
+        assert_no_exact_figures(release, tmp_path)
 
 
 def test_the_walk_catches_an_exact_figure(tmp_path: Path) -> None:

@@ -232,6 +232,7 @@ def cmd_release(args: argparse.Namespace) -> int:
     with progress.step(f"releasing with {args.mechanism}"):
         release = mechanism.release(data, random_state=args.seed, ledger=ledger)
     out = release.save(args.out, overwrite=args.overwrite)
+    report = None if args.no_report else _write_report(out, args.seed)
     if curator_log is not None:
         curator.write(curator_log, release.curator_log, release.metadata.release_id)
     note = curator.summary(release.curator_log)
@@ -253,6 +254,7 @@ def cmd_release(args: argparse.Namespace) -> int:
                     "delta": mechanism.charged_delta,
                     "budget_left": {"epsilon": left.epsilon, "delta": left.delta},
                     "for_publication": release.metadata.for_publication,
+                    "report": None if report is None else str(report),
                 }
             )
         )
@@ -263,9 +265,37 @@ def cmd_release(args: argparse.Namespace) -> int:
         f"budget left for this data set: epsilon={left.epsilon:.6g}"
         + (f", delta={left.delta:.3g}" if left.delta else "")
     )
+    if report is not None:
+        print(f"report: {report}")
     if not release.metadata.for_publication:
         print("warning: seeded release, NOT FOR PUBLICATION (the noise is reproducible)")
     return 0
+
+
+def _write_report(out: Path, seed: int | None) -> Path | None:
+    """The HTML report of the release just saved in ``out`` (``dpcube report``), from the saved
+    release alone, with the replicates saved with it if any, else the fewest bootstrap replicates
+    (``RELEASE_REPORT_RUNS``), and no bootstrap at all when those would take more than
+    ``RELEASE_BOOTSTRAP_BUDGET_S`` CPU seconds (releasing stays quick; the report says so); a
+    seeded release seeds its bootstrap too.
+    The release is saved and charged by now: a failure here is a warning, never a lost release."""
+    from dpcube.report import RELEASE_BOOTSTRAP_BUDGET_S, RELEASE_REPORT_RUNS, write_report
+
+    try:
+        with progress.step("writing the HTML report"):
+            return write_report(
+                out,
+                seed=seed,
+                default_runs=RELEASE_REPORT_RUNS,
+                bootstrap_budget_s=RELEASE_BOOTSTRAP_BUDGET_S,
+            )
+    except (DPCubeError, OSError) as exc:
+        print(
+            f"warning: the release is saved, but its HTML report was not written ({exc}); "
+            f"retry with `dpcube report {out}`",
+            file=sys.stderr,
+        )
+        return None
 
 
 # -- query ------------------------------------------------------------------------------------
@@ -416,7 +446,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 #: Sub-commands that need neither the mechanisms nor the registered extra commands: their parser
 #: is built without importing them (``dpcube query`` starts in a fraction of a second).
-LIGHT_COMMANDS = ("query", "budget", "demo", "export", "serve")
+LIGHT_COMMANDS = ("query", "budget", "demo", "export", "report", "serve")
 
 
 def _command_of(argv: Sequence[str]) -> str | None:
@@ -483,6 +513,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )
     p.add_argument("--total-delta", type=float, default=0.0)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument(
+        "--no-report",
+        action="store_true",
+        help="do not write the HTML report (REL/report.html; `dpcube report REL` writes it later)",
+    )
     for name in [] if light else sorted(registry.MECHANISMS):
         registry.resolve(registry.MECHANISMS, name, "mechanism").add_cli_arguments(p)
     p.set_defaults(func=cmd_release)

@@ -19,6 +19,7 @@ from dpcube.histogram import histogram
 from dpcube.mechanisms.identity import Identity
 from dpcube.privacy.ledger import BudgetLedger, validate_privacy
 from dpcube.release.cells import box_sums, prefix_sums
+from dpcube.report import write_report
 from dpcube.schema import Schema
 
 EXAMPLE_QUERIES: list[tuple[str, dict[str, object]]] = [
@@ -105,6 +106,10 @@ def run_demo(rows: int, out: Path, epsilon: float, seed: int) -> int:
         release = mechanism.release(hist, ledger=ledger)
     # The demo owns out/release: a rerun replaces its earlier release (and nothing else).
     release_dir = release.save(out / "release", overwrite=True)
+    report_started = time.process_time()
+    with progress.step("writing the HTML report"):
+        report = write_report(release_dir)
+    report_cpu = time.process_time() - report_started
 
     queries = [q for _, q in EXAMPLE_QUERIES]
     boxes = release.boxes(queries)
@@ -128,8 +133,10 @@ def run_demo(rows: int, out: Path, epsilon: float, seed: int) -> int:
         f"budget: spent {epsilon} of {ledger.total().epsilon}; {left.epsilon:g} left for this data set"
     )
     console.print(
-        f"data:    {data}\nschema:  {schema_file}\nrelease: {release_dir} (report: {release_dir / 'report.md'})"
+        f"data:    {data}\nschema:  {schema_file}\nrelease: {release_dir} (summary: {release_dir / 'report.md'})"
     )
+    console.print(f"report:  {report} ({report_cpu:.1f} CPU s; open it in any browser, offline)")
+    console.print(f"serve it: dpcube serve {release_dir}", soft_wrap=True)
     example = json.dumps({"occupation": "Engineer", "age": [25, 34]})
     console.print(f"try:     dpcube query {release_dir} --where '{example}' --json", soft_wrap=True)
     console.print(f"done in {time.perf_counter() - started:.1f} s")

@@ -8,6 +8,9 @@ On disk a release is a directory::
     manifest.json                  what this is: kind, schema, metadata, table files, state
     <table>-<token>.parquet        the noisy tables
     report.md                      a short human-readable report (derived from the manifest)
+    report.html                    the HTML report (``dpcube report``; :mod:`dpcube.report`), if
+                                   written: a function of the release alone, owned by it only
+                                   when it carries dpcube's marker (:func:`is_dpcube_report`)
 
 :meth:`Release.save` never destroys what it did not write (:func:`check_output_directory`): it
 writes into a new or empty directory, or replaces an earlier dpcube release there (only with
@@ -48,6 +51,10 @@ from dpcube.schema import Box, BoxedQuery, Schema
 
 MANIFEST = "manifest.json"
 REPORT = "report.md"
+#: The HTML report ``dpcube report`` writes into a release directory by default.
+REPORT_HTML = "report.html"
+#: The ``<meta>`` tag that marks an HTML file as written by ``dpcube report`` (first 4 KiB).
+REPORT_HTML_MARKER = '<meta name="generator" content="dpcube report">'
 #: Format 2 added the per-table SHA-256 (format 1 is refused: it cannot be verified).
 FORMAT_VERSION = 2
 #: Prefix of every temporary file a save writes; the next save into the directory removes them.
@@ -179,12 +186,32 @@ def _read_manifest(directory: Path) -> dict[str, Any]:
     return manifest
 
 
+def is_dpcube_report(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is an HTML report ``dpcube report`` wrote (its head carries
+    :data:`REPORT_HTML_MARKER`); False for a missing file or anyone else's.
+
+    >>> import tempfile; d = Path(tempfile.mkdtemp())
+    >>> _ = (d / "a.html").write_text("<html><head>" + REPORT_HTML_MARKER + "</head></html>")
+    >>> _ = (d / "b.html").write_text("<html>my notes</html>")
+    >>> is_dpcube_report(d / "a.html"), is_dpcube_report(d / "b.html"), is_dpcube_report(d / "c")
+    (True, False, False)
+    """
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    return REPORT_HTML_MARKER.encode() in head
+
+
 def _owned_files(directory: Path, manifest: Mapping[str, Any]) -> set[str]:
-    """Names of the files the release described by ``manifest`` owns in ``directory``."""
+    """Names of the files the release described by ``manifest`` owns in ``directory`` (its
+    ``report.html`` only when ``dpcube report`` wrote it: a user's file of that name is not)."""
     tables = {
         _plain_file_name(directory, f, "table file").name for f in manifest["tables"].values()
     }
-    return tables | {MANIFEST, REPORT}
+    html = {REPORT_HTML} if is_dpcube_report(directory / REPORT_HTML) else set()
+    return tables | {MANIFEST, REPORT} | html
 
 
 def check_output_directory(directory: str | os.PathLike[str], overwrite: bool = False) -> set[str]:
@@ -451,6 +478,7 @@ class Release(ABC):
             f"- sensitivity: {json.dumps(_jsonable(m.sensitivity))}",
             f"- noise: {json.dumps(_jsonable(m.noise))}",
             f"- created: {m.created} with dpcube {m.library_version}",
+            f"- HTML report: {REPORT_HTML} (`dpcube report <this directory>` writes it)",
         ]
         if not m.for_publication:
             why = "noise switched off" if m.noiseless else "seeded randomness"
@@ -602,6 +630,7 @@ __all__ = [
     "box_sizes",
     "check_output_directory",
     "column_numpy",
+    "is_dpcube_report",
     "load_release",
     "publication_warning",
     "write_atomic",

@@ -1,0 +1,217 @@
+"""HTML building blocks of the report: escaping, numbers, tables, figures and the page itself.
+
+Everything here is pure text assembly. The page is self-contained: its only script is Plotly's
+JavaScript, read from the ``plotly`` wheel and inlined once (:func:`plotly_js`), plus the few
+lines that draw the figures and switch the census drill-down; no ``src``/``href`` points at the
+network, no web font is named.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from typing import Any
+
+#: Stable element ids start with these (browser tests locate figures and tables by them).
+FIGURE_CLASS = "dpcube-figure"
+TABLE_CLASS = "dpcube-table"
+
+STYLE = """
+body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif;
+       margin: 0 auto; max-width: 1200px; padding: 1em 2em; color: #1b1b1b; }
+h1 { font-size: 1.6em; } h2 { border-bottom: 1px solid #ccc; padding-bottom: .2em; margin-top: 2em; }
+table { border-collapse: collapse; margin: .5em 0 1em 0; font-size: .9em; }
+th, td { border: 1px solid #ddd; padding: .25em .6em; text-align: right; vertical-align: top; }
+th { background: #f3f3f3; } td.label, th.label { text-align: left; }
+table.guarantee td { text-align: left; } table.guarantee th { text-align: left; width: 14em; }
+.ci { color: #666; font-size: .85em; white-space: nowrap; }
+.banner { padding: .8em 1em; margin: 1em 0; border-radius: 4px; font-weight: 600; }
+.banner.publish { background: #e7f5e9; border: 1px solid #6bb77b; }
+.banner.not-publish { background: #fde8e8; border: 1px solid #d33; color: #8a0000; }
+.dpcube-uncertainty { color: #444; font-size: .9em; margin-top: .2em; }
+.note { color: #555; font-size: .9em; }
+.dpcube-figure { margin: 1.5em 0; }
+code { background: #f5f5f5; padding: 0 .2em; }
+"""
+
+#: Shown on every Plotly figure: no link to Plotly's site, no cloud editing.
+PLOTLY_CONFIG = {
+    "displaylogo": False,
+    "responsive": True,
+    "showLink": False,
+    "showSendToCloud": False,
+}
+
+
+def esc(text: Any) -> str:
+    """HTML-escaped text.
+
+    >>> esc('<b> & "x"')
+    '&lt;b&gt; &amp; &quot;x&quot;'
+    """
+    return html.escape(str(text), quote=True)
+
+
+def slug(text: str) -> str:
+    """A stable id fragment: letters, digits and ``-`` only.
+
+    >>> slug("sex,income"), slug("age"), slug("a b/c")
+    ('sex-income', 'age', 'a-b-c')
+    """
+    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-") or "x"
+
+
+def number(x: Any) -> str:
+    """A released figure for reading: thousands separated, fewer decimals as it grows;
+    ``n/a`` where there is none (NaN).
+
+    >>> [number(v) for v in (1234567.8, 123.45, -4.567, 0.01234, float("nan"))]
+    ['1,234,568', '123.5', '-4.57', '0.0123', 'n/a']
+    """
+    v = float(x)
+    if not math.isfinite(v):
+        return "n/a"
+    a = abs(v)
+    if a >= 1000:
+        return f"{v:,.0f}"
+    if a >= 10:
+        return f"{v:.1f}"
+    if a >= 0.1 or a == 0:
+        return f"{v:.2f}"
+    return f"{v:.3g}"
+
+
+def with_interval(estimate: float, lower: float, upper: float) -> str:
+    """A table cell: the estimate and, when known, its interval.
+
+    >>> with_interval(10, 8.04, 11.96)
+    '10.0 <span class="ci">[8.04 .. 12.0]</span>'
+    >>> with_interval(10, float("nan"), float("nan"))
+    '10.0'
+    """
+    cell = esc(number(estimate))
+    if math.isfinite(float(lower)) and math.isfinite(float(upper)):
+        cell += f' <span class="ci">[{esc(number(lower))} .. {esc(number(upper))}]</span>'
+    return cell
+
+
+def script_json(value: Any) -> str:
+    """JSON safe inside a ``<script>`` element (no ``</``, NaN and infinities as null).
+
+    >>> script_json({"a": [1.0, float("nan")], "b": "</script>"})
+    '{"a":[1.0,null],"b":"<\\\\/script>"}'
+    """
+    text = json.dumps(_finite(value), separators=(",", ":"), allow_nan=False)
+    return text.replace("</", "<\\/").replace("<!--", "<\\!--")
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    if hasattr(value, "tolist"):
+        return _finite(value.tolist())
+    return value
+
+
+def table(
+    element_id: str,
+    header: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    *,
+    labels: int = 1,
+    caption: str | None = None,
+) -> str:
+    """A ``<table class="dpcube-table">``; cells are HTML already (escape them first); the first
+    ``labels`` columns are left-aligned labels."""
+    head = "".join(
+        f'<th class="label">{esc(h)}</th>' if i < labels else f"<th>{esc(h)}</th>"
+        for i, h in enumerate(header)
+    )
+    body = "".join(
+        "<tr>"
+        + "".join(
+            f'<td class="label">{c}</td>' if i < labels else f"<td>{c}</td>"
+            for i, c in enumerate(row)
+        )
+        + "</tr>\n"
+        for row in rows
+    )
+    cap = f"<caption>{esc(caption)}</caption>" if caption else ""
+    return (
+        f'<table class="{TABLE_CLASS}" id="{esc(element_id)}">{cap}<thead><tr>{head}</tr></thead>'
+        f"<tbody>\n{body}</tbody></table>"
+    )
+
+
+def figure(
+    element_id: str, title: str, spec: Mapping[str, Any], uncertainty: str, height: int = 420
+) -> str:
+    """A figure block: ``<div class="dpcube-figure" id="fig-...">`` holding its title, the Plotly
+    graph (drawn by an inline script from ``spec = {"data": [...], "layout": {...}}``) and the
+    line saying what its error bars are."""
+    plot_id = f"{element_id}-plot"
+    return (
+        f'<div class="{FIGURE_CLASS}" id="{esc(element_id)}">'
+        f"<h3>{esc(title)}</h3>"
+        f'<div id="{esc(plot_id)}" class="plotly-graph-div" '
+        f'style="height:{int(height)}px; width:100%;"></div>'
+        f'<p class="dpcube-uncertainty">{esc(uncertainty)}</p>'
+        f"<script>Plotly.newPlot({script_json(plot_id)}, {script_json(spec['data'])}, "
+        f"{script_json(spec['layout'])}, {script_json(PLOTLY_CONFIG)});</script>"
+        "</div>\n"
+    )
+
+
+@lru_cache(maxsize=1)
+def plotly_js() -> str:
+    """Plotly's JavaScript from the installed ``plotly`` wheel (no CDN), made safe to inline."""
+    from plotly.offline import get_plotlyjs
+
+    return str(get_plotlyjs()).replace("</script", "<\\/script")
+
+
+#: Marks the inlined Plotly library (tests and the exact-figure scan skip its text).
+PLOTLY_START = "<!-- dpcube: plotly.js (from the plotly wheel) -->"
+PLOTLY_END = "<!-- dpcube: end of plotly.js -->"
+
+
+def page(title: str, release_id: str, head_meta: Mapping[str, str], body: str) -> str:
+    """The whole document. ``head_meta``: further ``<meta name=... content=...>`` pairs."""
+    from dpcube.release.base import REPORT_HTML_MARKER
+
+    metas = "".join(f'<meta name="{esc(k)}" content="{esc(v)}">\n' for k, v in head_meta.items())
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f"{REPORT_HTML_MARKER}\n"
+        f'<meta name="dpcube-release-id" content="{esc(release_id)}">\n'
+        f"{metas}"
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f"<title>{esc(title)}</title>\n<style>{STYLE}</style>\n"
+        f"{PLOTLY_START}\n<script>{plotly_js()}</script>\n{PLOTLY_END}\n"
+        f"</head>\n<body>\n{body}</body>\n</html>\n"
+    )
+
+
+__all__ = [
+    "FIGURE_CLASS",
+    "PLOTLY_END",
+    "PLOTLY_START",
+    "TABLE_CLASS",
+    "esc",
+    "figure",
+    "number",
+    "page",
+    "plotly_js",
+    "script_json",
+    "slug",
+    "table",
+    "with_interval",
+]
