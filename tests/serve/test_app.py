@@ -371,3 +371,9 @@ def test_no_error_estimate_is_null_never_nan(tmp_path: Path) -> None:
         assert "noise switched off" in response.json()["not_for_publication"]
         table = c.get("/api/releases/exact/table", params={"format": "json"})
         assert "NaN" not in table.text and table.json()["rows"][0]["lower"] is None
+
+
+def test_favicon_is_an_empty_answer_not_an_error(client: TestClient) -> None:
+    # a browser asks for /favicon.ico on every page; a 404 there would log a console error
+    reply = client.get("/favicon.ico")
+    assert reply.status_code == 204 and reply.content == b""

@@ -541,6 +541,11 @@ def create_app(
             return error(404, "the explorer page is not installed")
         return FileResponse(page, media_type="text/html")
 
+    @app.get("/favicon.ico", include_in_schema=False)
+    def favicon() -> Response:
+        """No icon: an empty answer, so that a browser's own request logs no error."""
+        return Response(status_code=204)
+
     if STATIC_DIR.is_dir():
         app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     app.add_middleware(BodyLimit, limit=max_body_bytes)
