@@ -244,6 +244,14 @@ def test_demo_runs_and_writes_a_loadable_release(
     assert release.metadata.for_publication
     assert release.metadata.report == {}  # the exact row count stays out of the release
     assert abs(release.answer({}) - 20000) < 20 * release.stddev({})
+    # The HTML report is written beside report.md, and the demo says how to open and serve it.
+    from dpcube.release.base import is_dpcube_report
+
+    report = tmp_path / "demo" / "release" / "report.html"
+    assert is_dpcube_report(report)
+    flat = "".join(text.split())  # rich wraps long lines, even inside a path
+    assert str(report) in flat
+    assert f"serveit:dpcubeserve{tmp_path / 'demo' / 'release'}" in flat
 
 
 def test_console_entry_point(tmp_path: Path) -> None:

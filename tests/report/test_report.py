@@ -286,6 +286,9 @@ def test_report_command_out_and_level(
     assert capsys.readouterr().out.strip() == str(rel / "report.html")
     assert 'href="report.md"' in (rel / "report.html").read_text()
     assert main(["report", str(rel)]) == 0  # its own report: replaced
+    capsys.readouterr()
+    assert main(["report", str(rel), "--runs", "30"]) == 0  # exact errors: said, not ignored
+    assert "--runs/--bootstrap-seed have no effect" in capsys.readouterr().err
 
 
 def test_a_users_file_is_never_overwritten(

@@ -144,7 +144,10 @@ def report_target(release_dir: Path, out: str | os.PathLike[str] | None) -> Path
     if not target.parent.is_dir():
         raise UsageError(f"--out {str(target)!r}: directory {str(target.parent)!r} does not exist")
     if not os.access(target.parent, os.W_OK | os.X_OK):
-        raise UsageError(f"--out {str(target)!r}: {str(target.parent)!r} is not writable")
+        raise UsageError(
+            f"cannot write {str(target)!r}: {str(target.parent)!r} is not writable (pass --out "
+            "FILE in a writable directory)"
+        )
     return target
 
 

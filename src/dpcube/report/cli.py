@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from typing import Any
 
 from dpcube.errors import UsageError
@@ -22,6 +23,17 @@ def cmd_report(args: argparse.Namespace) -> int:
         args.release, args.out, level=args.level, runs=args.runs, seed=args.bootstrap_seed
     )
     print(path)
+    if args.runs is not None or args.bootstrap_seed is not None:
+        from dpcube.release.base import load_release
+        from dpcube.release.uncertainty import uncertainty_kind
+
+        kind, _ = uncertainty_kind(load_release(args.release))
+        if kind != "bootstrap":  # a flag is never silently ignored
+            print(
+                f"note: --runs/--bootstrap-seed have no effect here: this release's error is "
+                f"{kind}, not a bootstrap",
+                file=sys.stderr,
+            )
     return 0
 
 

@@ -283,7 +283,10 @@ def marginal_sections(release: Release, options: ReportOptions) -> str:
     for attribute in schema.attributes:
         name = attribute.name
         if isinstance(attribute, Spatial):
-            parts.append(spatial_grid_figure(release, options, outlines=None))
+            try:
+                parts.append(spatial_grid_figure(release, options, outlines=None))
+            except DPCubeError as exc:  # a data cube that published no cuboid holding `name`
+                skipped.append(f"{name} ({exc})")
             continue
         try:
             labels, u, grouped = one_way(release, name, options)
