@@ -47,6 +47,9 @@ def test_report_figures_render(name: str, driver: Any, served_url: str, wait: An
             assert fig["width"] > 100 and fig["height"] > 100, fig
         assert fig["marks"] > 0, fig  # something was drawn in it, not only axes
     assert any(f["visible"] for f in figures)
+    # served over HTTP, the report links to the explorer page opened on this release
+    link = driver.find_element("css selector", "#explorer-link a")
+    assert link.is_displayed() and link.get_attribute("href") == f"{served_url}?release={name}"
     # Every SEVERE entry fails the test (the service answers the browser's own /favicon.ico
     # request with 204, so that one is no error either).
     assert severe_console(driver) == []

@@ -49,6 +49,7 @@ def build_report(
     default_runs: int = sections.REPORT_RUNS,
     bootstrap_budget_s: float | None = None,
     markdown_link: str | None = None,
+    served_name: str | None = None,
 ) -> str:
     """The HTML report of ``release`` (pure: from what the release holds, no data access).
 
@@ -59,7 +60,9 @@ def build_report(
     ``bootstrap_budget_s``: when set, a bootstrap whose replicates would take more CPU seconds
     (one is timed) is skipped: the figures then show the noise sd, labelled "noise sd only, NOT
     the error" (``dpcube release``'s report; ``dpcube report`` always bootstraps);
-    ``markdown_link``: a relative link to the release's ``report.md``, shown in the header.
+    ``markdown_link``: a relative link to the release's ``report.md``, shown in the header;
+    ``served_name``: the name ``dpcube serve`` gives the release (its folder name): the header
+    then links to the explorer page for it, a link shown only when the page is served over HTTP.
     """
     if not 0.0 < level < 1.0:
         raise UsageError(f"--level must be a confidence level between 0 and 1, got {level}")
@@ -92,6 +95,7 @@ def build_report(
             else ""
         )
         + "</p>",
+        *([explorer_link(served_name)] if served_name else []),
         sections.guarantee_section(release, options, kind_reason),
     ]
     kind = release.kind
@@ -151,6 +155,25 @@ def report_target(release_dir: Path, out: str | os.PathLike[str] | None) -> Path
     return target
 
 
+def explorer_link(served_name: str) -> str:
+    """A link to the explorer (``/?release=NAME`` of ``dpcube serve``), hidden in a report opened
+    as a file (no server to link to), where the paragraph says how to start one instead.
+
+    >>> "/?release=my%20release" in explorer_link("my release")
+    True
+    """
+    from urllib.parse import quote
+
+    href = "/?release=" + quote(served_name, safe="")
+    return (
+        '<p class="note" id="explorer-note">Query this release interactively: '
+        f"<code>dpcube serve {esc(served_name)}</code> serves it with a browser explorer"
+        f'<span id="explorer-link" hidden>: <a href="{esc(href)}">open it in the explorer</a>'
+        "</span>.</p>\n<script>if (location.protocol.startsWith('http')) "
+        "document.getElementById('explorer-link').hidden = false;</script>"
+    )
+
+
 def write_report(
     release_dir: str | os.PathLike[str],
     out: str | os.PathLike[str] | None = None,
@@ -172,7 +195,7 @@ def write_report(
     link = REPORT if target.parent.resolve() == directory.resolve() else None
     text = build_report(
         release, level=level, runs=runs, seed=seed, default_runs=default_runs,
-        bootstrap_budget_s=bootstrap_budget_s, markdown_link=link,
+        bootstrap_budget_s=bootstrap_budget_s, markdown_link=link, served_name=directory.name,
     )  # fmt: skip
     report_target(directory, out)  # again, right before writing (the build takes a while)
     write_atomic(target, text.encode("utf-8"))
