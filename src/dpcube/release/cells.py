@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -11,52 +10,13 @@ import pyarrow as pa
 from numpy.typing import NDArray
 
 from dpcube.errors import ReleaseError
+from dpcube.linalg.boxes import box_sums, prefix_sums
 from dpcube.release.base import Release, ReleaseMetadata, column_numpy
 from dpcube.release.variance import VarianceModel, load_variance_model
 from dpcube.schema import Schema
 
 if TYPE_CHECKING:
     from dpcube.release.uncertainty import BootstrapWorld
-
-
-def prefix_sums(counts: NDArray[Any]) -> NDArray[Any]:
-    """Zero-padded d-dimensional prefix sums: ``P[i1..id] = sum counts[:i1, ..., :id]``.
-
-    Integer counts are summed exactly in int64, real ones in float64.
-
-    >>> prefix_sums(np.array([[1, 2], [3, 4]]))
-    array([[ 0,  0,  0],
-           [ 0,  1,  3],
-           [ 0,  4, 10]])
-    """
-    dtype = np.int64 if np.issubdtype(counts.dtype, np.integer) else np.float64
-    p = np.zeros(tuple(n + 1 for n in counts.shape), dtype=dtype)
-    inner = tuple(slice(1, None) for _ in counts.shape)
-    p[inner] = counts
-    for axis in range(counts.ndim):
-        np.cumsum(p, axis=axis, out=p)
-    return p
-
-
-def box_sums(prefix: NDArray[Any], boxes: NDArray[np.int64]) -> NDArray[Any]:
-    """Sum of the cells in each box by inclusion-exclusion over the 2^d corners: O(2^d) a box.
-
-    ``boxes`` has shape (q, d, 2) with inclusive [lo, hi] per axis.
-
-    >>> P = prefix_sums(np.arange(12).reshape(3, 4))
-    >>> box_sums(P, np.array([[[1, 2], [1, 3]]]))
-    array([48])
-    """
-    q, d, _ = boxes.shape
-    out = np.zeros(q, dtype=prefix.dtype)
-    lo, hi = boxes[:, :, 0], boxes[:, :, 1] + 1
-    for corner in itertools.product((0, 1), repeat=d):
-        pick = np.array(corner, dtype=bool)
-        index = np.where(pick, hi, lo)
-        sign = 1 if (d - int(pick.sum())) % 2 == 0 else -1
-        flat = np.ravel_multi_index(tuple(index.T), prefix.shape)
-        out += sign * prefix.ravel()[flat]
-    return out
 
 
 class CellRelease(Release):

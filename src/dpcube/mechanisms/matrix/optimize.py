@@ -48,6 +48,7 @@ import numpy as np
 import scipy.optimize
 from numpy.typing import NDArray
 
+from dpcube.linalg.boxes import BoxGram, interval_quadratic
 from dpcube.linalg.marginal import classify_factor, marginal_tables
 from dpcube.linalg.operators import Explicit, Kronecker, LinearOperator, Sum
 from dpcube.linalg.solve import GramSolver
@@ -226,6 +227,45 @@ def opt_kron(
             break
         prev = obj
     objective = sum(math.prod(_trace_inv(term[m], factors[m]) for m in range(k)) for term in terms)
+    return KronResult(factors, objective, time.perf_counter() - start)
+
+
+def _gram_inverse(a: FloatArray) -> FloatArray:
+    """``(AᵀA)⁻¹`` (``(AᵀA)⁺`` when singular) of one axis's strategy."""
+    n = a.shape[1]
+    return GramSolver(Explicit(a.T @ a)).solve(np.eye(n))
+
+
+def opt_kron_boxes(
+    gram: BoxGram, *, restarts: int | None = None, seed: int = 0, sweeps: int = 3
+) -> KronResult:
+    """OPT_⊗ (HDMM §6.2) for a workload of q boxes, ``G = Σ_q ⊗ᵢ r_qi r_qiᵀ`` (one Kronecker term
+    per box, never summed into an n x n matrix: :class:`~dpcube.linalg.boxes.BoxGram`).
+
+    For ``A = ⊗ᵢ Aᵢ``, ``tr(G (AᵀA)⁻¹) = Σ_q Πᵢ r_qiᵀ Xᵢ⁻¹ r_qi`` (``Xᵢ = AᵢᵀAᵢ``, HDMM Theorem 6
+    with one term per box). Fixing every axis but i leaves OPT_0 on the per-axis Gram
+    ``Σ_q c_q r_qi r_qiᵀ`` with ``c_q = Π_{m≠i} r_qmᵀ X_m⁻¹ r_qm`` (block coordinate descent, as
+    :func:`opt_kron` does for a sum of Kronecker terms); each weighted Gram is O(dᵢ² + q)
+    (:func:`~dpcube.linalg.boxes.interval_gram`) and each box's factor one interval sum.
+    The first sweep starts from the identity on every axis. ``objective`` is the trace (every
+    factor has ``‖Aᵢ‖₁ = 1``).
+    """
+    start = time.perf_counter()
+    k = len(gram.dims)
+    factors = [np.eye(d) for d in gram.dims]
+    quads = gram.axis_quadratics([None] * k)  # (q, k): r_qiᵀ Xᵢ⁻¹ r_qi, identity to start
+    prev = math.inf
+    objective = float(np.dot(gram.weights, np.prod(quads, axis=1)))
+    for _ in range(sweeps):
+        for i in range(k):
+            others = np.prod(np.delete(quads, i, axis=1), axis=1)
+            res = opt_pidentity(gram.axis_gram(i, others), restarts=restarts, seed=seed + i)
+            factors[i] = res.matrix
+            quads[:, i] = interval_quadratic(_gram_inverse(res.matrix), gram.boxes[:, i, :])
+        objective = float(np.dot(gram.weights, np.prod(quads, axis=1)))
+        if k == 1 or objective > prev * (1 - 1e-4):
+            break
+        prev = objective
     return KronResult(factors, objective, time.perf_counter() - start)
 
 
@@ -432,6 +472,12 @@ def _kron_l1_error(terms: list[list[FloatArray]], factors: Sequence[FloatArray])
     return l1**2 * trace
 
 
+def _box_l1_error(gram: BoxGram, factors: Sequence[FloatArray]) -> float:
+    """``‖A‖₁² · tr(G (AᵀA)⁻¹)`` for ``A = ⊗ Aᵢ`` and a box workload's Gram (interval sums)."""
+    l1 = math.prod(float(np.abs(a).sum(axis=0).max()) for a in factors)
+    return l1**2 * gram.kron_trace([_gram_inverse(a) for a in factors])
+
+
 #: OPT_+ is tried up to this many cells (its stacked Gram is solved densely by the mechanism), and
 #: its error is computed exactly up to UNION_EXACT_CELLS (above, the upper bound of
 #: :func:`opt_union` is compared, so a chosen union is never worse than reported).
@@ -460,14 +506,22 @@ def optimized_strategy(workload: Any, *, seed: int = 0) -> Any:
 
     start = time.perf_counter()
     dims = tuple(workload.dims)
-    terms = kron_terms(workload.gram)
-    if terms is None or len(terms[0]) != len(dims):
+    box = workload.gram if isinstance(workload.gram, BoxGram) else None
+    terms = None if box is not None else kron_terms(workload.gram)
+    if box is None and (terms is None or len(terms[0]) != len(dims)):
         terms = [[workload.gram.dense()]] if len(dims) == 1 else None
-    if terms is None:
-        raise ValueError(
-            f"strategy 'opt' needs a workload whose Gram is a sum of Kronecker products "
-            f"(product workloads, marginals); {workload.name!r} is not"
-        )
+        if terms is None:
+            raise ValueError(
+                f"strategy 'opt' needs a workload whose Gram is a sum of Kronecker products "
+                f"(product workloads, marginals, boxes); {workload.name!r} is not"
+            )
+
+    def kron_error(factors: Sequence[FloatArray]) -> float:
+        if box is not None:
+            return _box_l1_error(box, factors)
+        assert terms is not None
+        return _kron_l1_error(terms, factors)
+
     fixed: dict[str, list[Any]] = {
         "identity": [identity(d) for d in dims],
         "hierarchical": [hierarchical(d) for d in dims],
@@ -475,16 +529,15 @@ def optimized_strategy(workload: Any, *, seed: int = 0) -> Any:
     if all(d & (d - 1) == 0 for d in dims):
         fixed["wavelet"] = [wavelet(d) for d in dims]
     errors = {
-        name: _kron_l1_error(terms, [p.operator.dense() for p in parts])
-        for name, parts in fixed.items()
+        name: kron_error([p.operator.dense() for p in parts]) for name, parts in fixed.items()
     }
-    res = opt_kron(terms, seed=seed)
-    errors["pidentity"] = _kron_l1_error(terms, res.factors)
-    mw = marginal_weights(terms) if len(dims) > 1 else None
+    res = opt_kron_boxes(box, seed=seed) if box is not None else opt_kron(terms or [], seed=seed)
+    errors["pidentity"] = kron_error(res.factors)
+    mw = marginal_weights(terms) if terms is not None and len(dims) > 1 else None
     if mw is not None:
         subs, theta, errors["marginals"] = opt_marginals(mw, dims, seed=seed)
     union = None
-    if len(terms) > 1 and mw is None and workload.n <= UNION_MAX_CELLS:
+    if terms is not None and len(terms) > 1 and mw is None and workload.n <= UNION_MAX_CELLS:
         union = opt_union(terms, seed=seed)
         union_parts = [
             kron([dense(w * f if i == 0 else f) for i, f in enumerate(factors)])
@@ -558,6 +611,7 @@ __all__ = [
     "marginal_weights",
     "marginals_objective",
     "opt_kron",
+    "opt_kron_boxes",
     "opt_marginals",
     "opt_pidentity",
     "opt_union",
