@@ -19,6 +19,9 @@ statistical queries under differential privacy" (VLDB 2018, "HDMM"):
   ``‖A‖₁ = Πᵢ‖Aᵢ‖₁`` and ``tr(G (AᵀA)⁻¹) = Σ_j Πᵢ tr(G_ij Xᵢ⁻¹)``. With one term the factors are
   independent; with several, block coordinate descent: fixing every factor but i leaves the
   p-Identity problem on ``Σ_j c_j G_ij`` with ``c_j = Π_{k≠i} tr(G_kj X_k⁻¹)``.
+- :func:`opt_kron_boxes` is OPT_⊗ for a workload of boxes (random ranges, query files):
+  ``G = Σ_q ⊗ᵢ r_qi r_qiᵀ`` is a sum of one Kronecker product per box, kept as the boxes
+  (:class:`~dpcube.linalg.boxes.BoxGram`), so a 256 x 256 grid is optimised per axis.
 - :func:`opt_union` is OPT_+ (HDMM §6) for unions of products that are not marginal workloads:
   one Kronecker product per term, stacked with the weights that minimise the union bound
   (:func:`union_weights`).
@@ -489,7 +492,8 @@ def optimized_strategy(workload: Any, *, seed: int = 0) -> Any:
     """The ``opt`` strategy: OPT_0 / OPT_⊗ under L1, or a fixed strategy when one is better.
 
     Candidates: the optimised p-Identity (1-D) or Kronecker product of p-Identities (a Gram that
-    is a sum of Kronecker products: product workloads, marginals, unions of products), OPT_M
+    is a sum of Kronecker products: product workloads, marginals, unions of products; a workload
+    of boxes on 2+ axes, one Kronecker term per box, :func:`opt_kron_boxes`), OPT_M
     (marginal workloads), OPT_+ (other unions of products, up to :data:`UNION_MAX_CELLS`), and the
     per-axis identity, hierarchical and (power-of-two axes) Haar wavelet; the least
     ``‖A‖₁² tr(G (AᵀA)⁻¹)`` is kept. Data-independent (no budget); seeded, so reproducible.
@@ -507,6 +511,8 @@ def optimized_strategy(workload: Any, *, seed: int = 0) -> Any:
     start = time.perf_counter()
     dims = tuple(workload.dims)
     box = workload.gram if isinstance(workload.gram, BoxGram) else None
+    if box is None and workload.boxes is not None and len(dims) > 1:
+        box = BoxGram(workload.boxes, dims)  # a small grid's dense Gram is not Kronecker
     terms = None if box is not None else kron_terms(workload.gram)
     if box is None and (terms is None or len(terms[0]) != len(dims)):
         terms = [[workload.gram.dense()]] if len(dims) == 1 else None

@@ -71,6 +71,7 @@ def applicable(workload: Workload) -> list[str]:
         (terms is not None and len(terms[0]) == len(workload.dims))
         or (len(workload.dims) == 1 and n <= MAX_DENSE_CELLS)
         or isinstance(workload.gram, BoxGram)
+        or workload.boxes is not None
     ):
         names.append("opt")
     gram = workload.gram
