@@ -18,7 +18,8 @@ from dpcube.mechanisms.matrix.mechanism import MatrixMechanism, make_strategy
 from dpcube.mechanisms.matrix.optimize import opt_kron_boxes
 from dpcube.mechanisms.matrix.plan import plan as matrix_plan
 from dpcube.mechanisms.matrix.workloads import Workload, box_gram, from_boxes
-from dpcube.planning import plan_mechanisms
+from dpcube.histogram import Histogram
+from dpcube.planning import AutoMechanism, plan_mechanisms
 from dpcube.schema import Schema
 
 
@@ -156,6 +157,16 @@ def test_planner_on_256x256_boxes_runs_without_dense_matrices(
     assert exact["matrix(identity)"].expected_error == pytest.approx(v * sizes, rel=1e-12)
     assert plan.recommended.label == "matrix(opt)"
     assert exact["matrix(opt)"].expected_error < 0.5 * exact["matrix(identity)"].expected_error
+    # --mechanism auto releases with it (the strategy comes from the cache, not re-optimised)
+    counts = np.random.default_rng(10).integers(0, 5, size=(256, 256))
+    auto = AutoMechanism(1.0, workload=w, mechanisms=["identity", "matrix"])
+    release = auto.release(Histogram(spatial_schema(256), counts), random_state=11, account=False)
+    assert auto.plan_.recommended.label == "matrix(opt)"
+    noise = release.metadata.noise
+    assert noise["expected_total_squared_error"] == pytest.approx(
+        exact["matrix(opt)"].expected_error, rel=1e-9
+    )
+    assert noise["svdb"] is None  # not computed: it needs the eigenvalues of the 65,536² Gram
 
 
 def test_strategy_reused_across_epsilons_without_reoptimising(
