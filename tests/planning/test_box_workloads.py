@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from dpcube.errors import QueryError
+from dpcube.histogram import Histogram
 from dpcube.linalg.boxes import BoxGram, interval_gram, spread_over_boxes
 from dpcube.linalg.solve import GramSolver
 from dpcube.mechanisms.matrix import cache as strategy_cache
@@ -18,7 +19,6 @@ from dpcube.mechanisms.matrix.mechanism import MatrixMechanism, make_strategy
 from dpcube.mechanisms.matrix.optimize import opt_kron_boxes
 from dpcube.mechanisms.matrix.plan import plan as matrix_plan
 from dpcube.mechanisms.matrix.workloads import Workload, box_gram, from_boxes
-from dpcube.histogram import Histogram
 from dpcube.planning import AutoMechanism, plan_mechanisms
 from dpcube.schema import Schema
 
