@@ -226,3 +226,11 @@ def test_box_grid_too_large_is_refused_in_one_line() -> None:
     with pytest.raises(QueryError, match="use coarser bins") as info:
         from_boxes([[[0, 1], [0, 1]]], (4096, 2048))
     assert "\n" not in str(info.value)
+
+
+def test_random_range_spec_on_a_large_grid_names_the_alternative() -> None:
+    from dpcube.mechanisms.matrix.workloads import parse_workload
+
+    with pytest.raises(QueryError, match="query file") as info:
+        parse_workload("random-range:100:256x256")
+    assert "\n" not in str(info.value)

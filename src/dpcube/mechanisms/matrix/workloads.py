@@ -589,7 +589,13 @@ def _checked_spec(kind: str, args: list[str], spec: str) -> None:
         for d in parse_dims(args[1]):
             check_dense_side(d, f"an axis of {where}")
     elif kind in ("random-range", "biased-range", "central-range") and len(args) == 2:
-        check_dense_side(math.prod(parse_dims(args[1])), f"the grid of {where}")
+        n = math.prod(parse_dims(args[1]))
+        if n > MAX_DENSE_SIDE:  # the sampler enumerates every range of the grid
+            raise QueryError(
+                f"{where}: random range specs sample among all ranges of the grid and stop at "
+                f"{MAX_DENSE_SIDE:,} cells (this grid has {n:,}); for a larger grid give the "
+                "boxes as a JSON/CSV query file or a list of queries"
+            )
     elif kind in ("allpredicate", "coverage-range") and args and args[-1].isdigit():
         check_dense_side(int(args[-1]), f"the grid of {where}")
 
