@@ -376,17 +376,29 @@ def marginals_objective(
     return s1**2 * total, grad
 
 
+def _marginal_start(rng: np.random.Generator, size: int, restart: int) -> FloatArray:
+    """Restart ``restart``'s starting θ: dense uniform on even restarts, sparse on odd ones (about
+    40 % of the marginals, so that asymmetric optima such as a 3-way marginal plus the pairs it
+    misses are reached: 2-way marginals of 8^4, 11,346 against 11,628 for the six pairs)."""
+    if restart % 2 == 0:
+        return rng.uniform(0.1, 1.0, size=size)
+    return rng.uniform(0.0, 1.0, size=size) * (rng.uniform(size=size) < 0.4) + 1e-3
+
+
 def opt_marginals(
-    weights: dict[frozenset[int], float], dims: Sequence[int], *, restarts: int = 4, seed: int = 0
+    weights: dict[frozenset[int], float], dims: Sequence[int], *, restarts: int = 64, seed: int = 0
 ) -> tuple[list[frozenset[int]], FloatArray, float]:
-    """OPT_M: the weights θ_S of the marginals strategy (L-BFGS-B, seeded restarts)."""
+    """OPT_M: the weights θ_S of the marginals strategy (L-BFGS-B, seeded restarts).
+
+    The objective is not convex in θ and has symmetric and asymmetric local optima; 64 restarts
+    (half of them sparse, :func:`_marginal_start`) cost 0.3 CPU s on 8^4 (16 weights)."""
     subs, rank, g, contain, c = marginal_tables(weights, dims)
     rng = np.random.default_rng(seed)
     best_theta, best = np.zeros(len(subs)), math.inf
-    for _ in range(restarts):
+    for restart in range(restarts):
         res = scipy.optimize.minimize(
             marginals_objective,
-            rng.uniform(0.1, 1.0, size=len(subs)),
+            _marginal_start(rng, len(subs), restart),
             args=(rank, g, contain, c),
             jac=True,
             method="L-BFGS-B",
