@@ -234,3 +234,14 @@ def test_random_range_spec_on_a_large_grid_names_the_alternative() -> None:
     with pytest.raises(QueryError, match="query file") as info:
         parse_workload("random-range:100:256x256")
     assert "\n" not in str(info.value)
+
+
+def test_identity_box_quadratic_is_the_box_size() -> None:
+    from dpcube.linalg.operators import Identity
+
+    boxes = random_boxes((6, 7), 20, seed=12)
+    vectors = np.zeros((20, 6, 7))
+    for r, ((a0, b0), (a1, b1)) in enumerate(boxes):
+        vectors[r, a0 : b0 + 1, a1 : b1 + 1] = 1.0
+    expected = GramSolver(Identity(42)).quadratic(vectors.reshape(20, 42))
+    assert np.array_equal(GramSolver(Identity(42)).box_quadratic(boxes, (6, 7)), expected)

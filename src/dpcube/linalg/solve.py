@@ -188,6 +188,8 @@ class GramSolver:
         ``Xᵢ⁻¹`` (2-D prefix sums: O(k) per box); otherwise the boxes become vectors and are solved.
         """
         b = np.asarray(boxes, dtype=np.int64).reshape(-1, len(dims), 2)
+        if self.identity:  # qᵀq: the box's cells
+            return np.prod(b[:, :, 1] - b[:, :, 0] + 1, axis=1).astype(np.float64)
         if self.kron is not None and tuple(dims) == self.dims:
             out = np.ones(len(b))
             for axis, f in enumerate(self.kron):
