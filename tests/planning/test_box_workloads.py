@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from dpcube.errors import QueryError
+from dpcube.experiments.leaderboard import grid_schema
 from dpcube.histogram import Histogram
 from dpcube.linalg.boxes import BoxGram, interval_gram, spread_over_boxes
 from dpcube.linalg.solve import GramSolver
@@ -33,19 +34,8 @@ def random_boxes(dims: tuple[int, ...], q: int, seed: int = 0) -> np.ndarray:
 
 
 def spatial_schema(n: int) -> Schema:
-    return Schema.from_dict(
-        {
-            "attributes": [
-                {
-                    "name": "loc",
-                    "kind": "spatial",
-                    "columns": ["lat", "lon"],
-                    "bbox": [0.0, 0.0, float(n), float(n)],
-                    "resolution": [n, n],
-                }
-            ]
-        }
-    )
+    """One spatial attribute of n x n unit cells (the leaderboard's 2-D schema)."""
+    return grid_schema((n, n))
 
 
 def random_psd(d: int, rng: np.random.Generator) -> np.ndarray:
