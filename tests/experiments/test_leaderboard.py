@@ -103,7 +103,7 @@ def test_scaled_error_and_coarsen() -> None:
         (["--quick", "--epsilons", "0.1,-1"], "positive"),
         (["--quick", "--workloads", "allrange"], "unknown workload"),
         (["--data-dir", "x", "--size-1d", "1000"], "must divide 4096"),
-        (["--data-dir", "x", "--size-2d", "128"], "use 64 or less"),
+        (["--data-dir", "x", "--size-2d", "100"], "must divide 256"),
         (["--data-dir", "x", "--datasets", "NOPE"], "unknown NOPE"),
         (["--quick", "--no-1d", "--no-2d"], "nothing to run"),
         ([], "give --data-dir"),

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from dpcube.errors import QueryError
-from dpcube.release.cells import FEW_BOXES, box_sums, prefix_sums
+from dpcube.linalg.boxes import FEW_BOXES, box_sums, prefix_sums
 from dpcube.schema import Schema
 from dpcube.serve.served import RememberingAttribute, remembering_schema
 

@@ -11,10 +11,10 @@ vectors of 4096 bins and the 10 2-D grids of 256 x 256. The 1-D vectors are coar
 ``--size-1d`` bins (default 1024) by summing adjacent bins, because the dense least-squares step of
 the 1-D matrix strategies costs about 1.5 CPU seconds a release at 4096 cells (0.05 s at 1024);
 DPBench itself varies the domain size (256 to 4096 in 1-D), so this is one of its settings. The
-2-D grids are coarsened to ``--size-2d`` per side (default 32 x 32): the planner takes a box
-workload as a :class:`~dpcube.mechanisms.matrix.workloads.Workload`, which holds at most 8,192
-cells (``from_boxes``), and its dense strategies (eigen, LSA, gauss-opt) and svdb cost minutes per
-plan at 64 x 64 = 4,096 cells. Counts are the real counts, at their own scale (DPBench also
+2-D grids are used at their native 256 x 256 by default (``--size-2d`` coarsens them): above
+4,096 cells the planner keeps the box workload's Gram as its boxes
+(:class:`~dpcube.linalg.boxes.BoxGram`) and plans the Kronecker strategies, Privelet and ``opt``
+(OPT_⊗ on the boxes) per axis. Counts are the real counts, at their own scale (DPBench also
 resamples them to other scales; we do not).
 
 Workloads (DPBench's, seeded and reproducible):
@@ -55,7 +55,7 @@ from numpy.typing import NDArray
 from dpcube import progress
 from dpcube.errors import DataError, DPCubeError, UsageError
 from dpcube.histogram import Histogram
-from dpcube.mechanisms.matrix.workloads import MAX_DENSE_SIDE, Workload, from_boxes, prefix
+from dpcube.mechanisms.matrix.workloads import Workload, from_boxes, prefix
 from dpcube.release.base import write_atomic
 from dpcube.release.cells import box_sums, prefix_sums
 from dpcube.schema import Schema
@@ -877,7 +877,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--size-1d", default=None, help="1-D bins after coarsening, dividing 4096 (default 1024)"
     )
     parser.add_argument(
-        "--size-2d", default=None, help="2-D side after coarsening, dividing 256 (default 32)"
+        "--size-2d", default=None, help="2-D side after coarsening, dividing 256 (default 256)"
     )
     parser.add_argument(
         "--datasets", default=None, help="comma-separated subset of the DPBench names"
@@ -932,12 +932,7 @@ def run(args: argparse.Namespace) -> int:
         if args.data_dir is None:
             raise UsageError("give --data-dir (the folder holding dpbench/), or --quick")
         n = _divisor(args.size_1d or "1024", 4096, "--size-1d")
-        side = _divisor(args.size_2d or "32", 256, "--size-2d")
-        if not args.no_2d and side * side > MAX_DENSE_SIDE:
-            raise UsageError(
-                f"--size-2d {side}: the planner takes the 2-D range queries as a workload of at "
-                f"most {MAX_DENSE_SIDE:,} cells ({side}x{side} = {side * side:,}); use 64 or less"
-            )
+        side = _divisor(args.size_2d or "256", 256, "--size-2d")
         wanted = None if args.datasets is None else {s.strip() for s in args.datasets.split(",")}
         if wanted is not None:
             unknown = wanted - set(DPBENCH_1D) - set(DPBENCH_2D)

@@ -5,10 +5,14 @@
   L1/L2 norms (sensitivities);
 - :mod:`dpcube.linalg.solve`: :class:`GramSolver` (Cholesky, pseudo-inverse, per-axis Kronecker,
   marginal algebra) and :func:`least_squares`;
+- :mod:`dpcube.linalg.boxes`: :class:`BoxGram`, the Gram of box queries kept as the boxes (a sum of
+  Kronecker products of intervals: products, traces and per-axis Grams without an n x n matrix),
+  and the summed-area helpers ``prefix_sums`` / ``box_sums``;
 - :mod:`dpcube.linalg.marginal`: :class:`MarginalSpectrum`, Grams ``Σ_S w_S ⊗ᵢ (I or J)`` by their
   eigenvalues on the common eigenspaces (stacks of marginals, marginal workloads).
 """
 
+from dpcube.linalg.boxes import BoxGram
 from dpcube.linalg.marginal import MarginalSpectrum
 from dpcube.linalg.operators import (
     Explicit,
@@ -26,6 +30,7 @@ from dpcube.linalg.operators import (
 from dpcube.linalg.solve import GramSolver, least_squares
 
 __all__ = [
+    "BoxGram",
     "Explicit",
     "GramSolver",
     "Identity",

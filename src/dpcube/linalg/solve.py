@@ -26,6 +26,7 @@ import numpy as np
 import scipy.linalg as sla
 from numpy.typing import ArrayLike
 
+from dpcube.linalg.boxes import BoxGram, interval_quadratic
 from dpcube.linalg.marginal import RCOND, MarginalSpectrum
 from dpcube.linalg.operators import (
     FloatArray,
@@ -78,6 +79,8 @@ def operator_trace(op: LinearOperator) -> float:
     """
     if isinstance(op, Identity):
         return float(op.cols)
+    if isinstance(op, BoxGram):
+        return op.trace()
     if isinstance(op, Kronecker):
         return math.prod(operator_trace(f) for f in op.factors)
     if isinstance(op, Sum):
@@ -145,6 +148,9 @@ class GramSolver:
         """``tr(G X⁻¹)``: the strategy-dependent factor of the total error (spec Eq. 1)."""
         if self.identity:
             return operator_trace(workload_gram)
+        if isinstance(workload_gram, BoxGram) and self.kron is not None:
+            if self.dims == workload_gram.dims:  # Σ_q w_q Πᵢ r_qiᵀ Xᵢ⁻¹ r_qi, never n x n
+                return workload_gram.kron_trace([f.inverse() for f in self.kron])
         parts = workload_gram.parts if isinstance(workload_gram, Sum) else [workload_gram]
         terms = [t for t in parts if isinstance(t, Kronecker)]
         if (
@@ -182,14 +188,12 @@ class GramSolver:
         ``Xᵢ⁻¹`` (2-D prefix sums: O(k) per box); otherwise the boxes become vectors and are solved.
         """
         b = np.asarray(boxes, dtype=np.int64).reshape(-1, len(dims), 2)
+        if self.identity:  # qᵀq: the box's cells
+            return np.prod(b[:, :, 1] - b[:, :, 0] + 1, axis=1).astype(np.float64)
         if self.kron is not None and tuple(dims) == self.dims:
             out = np.ones(len(b))
             for axis, f in enumerate(self.kron):
-                p = np.zeros((f.n + 1, f.n + 1))
-                p[1:, 1:] = f.inverse()
-                p = p.cumsum(axis=0).cumsum(axis=1)
-                lo, hi = b[:, axis, 0], b[:, axis, 1] + 1
-                out *= p[hi, hi] - p[lo, hi] - p[hi, lo] + p[lo, lo]
+                out *= interval_quadratic(f.inverse(), b[:, axis, :])
             return out
         n = math.prod(dims)
         result = np.empty(len(b))

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from dpcube.errors import DPCubeError, QueryError
+from dpcube.linalg.boxes import BoxGram
 from dpcube.linalg.operators import Kronecker
 from dpcube.mechanisms.matrix.workloads import Workload
 from dpcube.planning.benchmarks import benchmark_candidates
@@ -310,7 +311,8 @@ def matrix_candidates(
     noise = "gaussian" if delta else "laplace"
     names = list(strategies) if strategies else applicable(w)
     out = []
-    dense_ok = isinstance(w.gram, Kronecker) or w.n <= MAX_DENSE_TRACE_CELLS
+    # Kronecker and box Grams are traced per axis by mechanisms.matrix.plan, never made dense
+    dense_ok = isinstance(w.gram, Kronecker | BoxGram) or w.n <= MAX_DENSE_TRACE_CELLS
     together: dict[str, Any] = {}
     if dense_ok:
         try:  # one call (the Gaussian optimum, with delta, is solved once), else one per strategy

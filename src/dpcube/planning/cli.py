@@ -149,7 +149,11 @@ def handler(args: argparse.Namespace) -> int:
     if plan.matrix is not None:
         m = plan.matrix
         kind = "lower bound" if m.get("svdb_is_lower_bound") else "Gaussian lower bound, for scale"
-        line = f"matrix mechanism: svdb ({kind}) {m['svdb']:.6g}"
+        line = (
+            f"matrix mechanism: svdb ({kind}) {m['svdb']:.6g}"
+            if m.get("svdb") is not None
+            else "matrix mechanism: svdb not computed (a box workload's Gram on this many cells)"
+        )
         if "optimum" in m:
             o = m["optimum"]
             line += f"; Gaussian optimum {o['error']:.6g} (relative duality gap {o['gap']:.2e})"

@@ -16,7 +16,8 @@ will really have (snapped or discrete samplers, rounded scales), not the nominal
   (eq. 2 without consistency, the exact BLUE variance with L2 consistency).
 
 ``tr(G C)`` never forms G when both are Kronecker products (or sums of them):
-``tr((⊗Gᵢ)(⊗Cᵢ)) = ∏ tr(Gᵢ Cᵢ)`` (:func:`kron_trace`).
+``tr((⊗Gᵢ)(⊗Cᵢ)) = ∏ tr(Gᵢ Cᵢ)`` (:func:`kron_trace`); a workload of boxes is the sum of one
+Kronecker product per box, ``tr(G ⊗Cᵢ) = Σ_q ∏ᵢ r_qiᵀ Cᵢ r_qi`` (:class:`~dpcube.linalg.boxes.BoxGram`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
+from dpcube.linalg.boxes import BoxGram
 from dpcube.linalg.operators import Kronecker, LinearOperator, Sum
 from dpcube.privacy.neighbours import Neighbour
 from dpcube.privacy.random import NO_NOISE
@@ -68,6 +70,8 @@ def kron_trace(gram: LinearOperator, factors: Sequence[Factor]) -> float:
     >>> kron_trace(marginals(1, (2, 3)).gram, [None, None])  # 5 cells of marginals, each sums 3 or 2
     12.0
     """
+    if isinstance(gram, BoxGram) and len(gram.dims) == len(factors):
+        return gram.kron_trace(factors)  # Σ_q Πᵢ r_qiᵀ Cᵢ r_qi: interval sums per axis
     if isinstance(gram, Sum):
         return sum(kron_trace(part, factors) for part in gram.parts)
     if isinstance(gram, Kronecker) and len(gram.factors) == len(factors):

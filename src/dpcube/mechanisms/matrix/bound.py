@@ -18,6 +18,7 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike
 
+from dpcube.linalg.boxes import MAX_DENSE_BOX_GRAM, BoxGram
 from dpcube.linalg.marginal import MarginalSpectrum
 from dpcube.linalg.operators import Kronecker, LinearOperator, Sum
 from dpcube.linalg.solve import GramSolver
@@ -35,7 +36,13 @@ def P(epsilon: float, delta: float, constant: float = 2.0) -> float:
 def svdb(gram: LinearOperator, factor: float = 1.0) -> float:
     """``svdb(W) = factor · (1/n) · (Σᵢ sqrt(μᵢ))²`` with μ the eigenvalues of ``G = WᵀW``
     (spec §3.1: equal to ``(1/n)(Σ σᵢ(W))²``). Kronecker Grams factorise (§3.3 item 5).
+
+    NaN (not computed) for a box workload's Gram over more than
+    :data:`~dpcube.linalg.boxes.MAX_DENSE_BOX_GRAM` cells: its eigenvalues would need the dense
+    n x n matrix, and a sum of boxes has no per-axis spectrum.
     """
+    if isinstance(gram, BoxGram) and gram.cols > MAX_DENSE_BOX_GRAM:
+        return math.nan
     if isinstance(gram, Kronecker):
         return factor * math.prod(svdb(f) for f in gram.factors)
     spectrum = MarginalSpectrum.from_gram(gram) if isinstance(gram, Sum) else None

@@ -104,6 +104,36 @@ def make_strategy(
         raise QueryError(
             f"the workload {w.name!r} has {w.n} cells but the data's grid {dims} has {n}"
         )
+    if name in CACHED_STRATEGIES:  # built once per (workload, grid), reused at every epsilon
+        from dpcube.mechanisms.matrix.cache import cached
+
+        options = {"branching": branching, "lsa_mode": lsa_mode, "max_levels": max_levels}
+        return cached(
+            name,
+            dims,
+            w,
+            options,
+            lambda: _build(name, dims, w, branching, lsa_mode, max_levels),
+        )
+    return _build(name, dims, w, branching, lsa_mode, max_levels)
+
+
+#: Strategies that depend on the workload and take seconds to minutes to build: kept by
+#: :mod:`dpcube.mechanisms.matrix.cache` (the fixed ones are rebuilt, in milliseconds).
+CACHED_STRATEGIES = frozenset(
+    {"eigen", "lsa", "lsa-generalized", "lsa-separated", "opt", "gauss-opt"}
+)
+
+
+def _build(
+    name: str,
+    dims: tuple[int, ...],
+    w: Workload,
+    branching: int,
+    lsa_mode: str,
+    max_levels: int | None,
+) -> Strategy:
+    n = math.prod(dims)
     if name == "identity":
         return identity(n)
     if name == "hierarchical":
@@ -467,16 +497,18 @@ def expected_error(
     trace = s.trace_with(workload.gram)
     bound1 = svdb_of(workload.gram)
     l2sq = strategy_op.l2_sensitivity() ** 2
+    known = math.isfinite(bound1)  # not computed for box workloads on large grids
     return {
         "workload": workload.name,
         "workload_queries": workload.size,
         "expected_total_squared_error": noise_variance * trace,
-        "svdb": noise_variance / l2sq * bound1,
-        "ratio": l2sq * trace / bound1,
+        "svdb": noise_variance / l2sq * bound1 if known else None,
+        "ratio": l2sq * trace / bound1 if known else None,
     }
 
 
 __all__ = [
+    "CACHED_STRATEGIES",
     "MAX_DENSE_CELLS",
     "STRATEGIES",
     "MatrixMechanism",

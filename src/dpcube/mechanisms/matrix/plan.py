@@ -28,6 +28,7 @@ import time
 from typing import Any
 
 from dpcube.errors import DPCubeError
+from dpcube.linalg.boxes import BoxGram
 from dpcube.linalg.operators import Kronecker
 from dpcube.linalg.solve import GramSolver
 from dpcube.mechanisms.matrix.bound import svdb
@@ -54,7 +55,7 @@ MAX_GAUSS_OPT_AXIS = 256
 def applicable(workload: Workload) -> list[str]:
     """Strategies listed by default for the workload's grid (power-of-two axes for the wavelet,
     ``eigen`` up to :data:`MAX_EIGEN_CELLS` cells, LSA up to :data:`MAX_LSA_CELLS`, ``opt`` for
-    1-D workloads and Grams that are sums of Kronecker products)."""
+    1-D workloads, Grams that are sums of Kronecker products and box workloads)."""
     n = workload.n
     names = ["identity", "hierarchical"]
     if all(d & (d - 1) == 0 for d in workload.dims):
@@ -66,8 +67,11 @@ def applicable(workload: Workload) -> list[str]:
     if workload.spec and workload.spec.startswith("marginal-ranges:"):
         names.append("lsa-separated")
     terms = kron_terms(workload.gram)
-    if (terms is not None and len(terms[0]) == len(workload.dims)) or (
-        len(workload.dims) == 1 and n <= MAX_DENSE_CELLS
+    if (
+        (terms is not None and len(terms[0]) == len(workload.dims))
+        or (len(workload.dims) == 1 and n <= MAX_DENSE_CELLS)
+        or isinstance(workload.gram, BoxGram)
+        or workload.boxes is not None
     ):
         names.append("opt")
     gram = workload.gram
@@ -124,12 +128,13 @@ def plan(
     gaussian = delta is not None and delta > 0
     unit = gaussian_sigma(1.0, epsilon, delta) ** 2 if gaussian and delta else 2.0 / epsilon**2
     bound = unit * svdb(workload.gram)
+    known_bound = math.isfinite(bound)  # svdb is not computed for large box workloads
     out: dict[str, Any] = {
         "workload": workload.name,
         "queries": workload.size,
         "cells": workload.n,
         "noise": "gaussian" if gaussian else "laplace",
-        "svdb": bound,
+        "svdb": bound if known_bound else None,
         "svdb_is_lower_bound": gaussian,
         "strategies": {},
     }
@@ -152,13 +157,14 @@ def plan(
         row: dict[str, Any] = {
             "error": error,
             "nominal_error": nominal,
-            "ratio": nominal / bound,
             "rows": op.rows,
             "trace": trace,
             "sensitivity": sens,
             "support": mech.support(s),
             "seconds": round(time.perf_counter() - start, 3),
         }
+        if known_bound:
+            row["ratio"] = nominal / bound
         if optimum is not None:
             row["ratio_to_optimum"] = nominal / (unit * optimum.primal)
         if gaussian:
@@ -218,7 +224,10 @@ def handler(args: argparse.Namespace) -> int:
         f"{result['noise']} noise"
     )
     kind = "lower bound" if result["svdb_is_lower_bound"] else "Gaussian lower bound, for scale"
-    print(f"svdb ({kind}): {result['svdb']:.6g}")
+    if result["svdb"] is None:
+        print("svdb: not computed (the eigenvalues of a box workload's Gram over this many cells)")
+    else:
+        print(f"svdb ({kind}): {result['svdb']:.6g}")
     if "optimum" in result:
         o = result["optimum"]
         print(
@@ -228,7 +237,7 @@ def handler(args: argparse.Namespace) -> int:
         mark = "  <- recommended" if name == result["recommended"] else ""
         print(
             f"  {name:16s} error {row['error']:.6g} (nominal {row['nominal_error']:.6g})  "
-            f"ratio to svdb {row['ratio']:.4f}"
+            + (f"ratio to svdb {row['ratio']:.4f}" if "ratio" in row else "")
             + (f"  to optimum {row['ratio_to_optimum']:.4f}" if "ratio_to_optimum" in row else "")
             + f"  ({row['rows']} rows, {row['seconds']} s){mark}"
         )

@@ -33,6 +33,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from dpcube.errors import QueryError
+from dpcube.linalg.boxes import BoxGram
 from dpcube.linalg.operators import (
     Explicit,
     Identity,
@@ -367,7 +368,7 @@ def from_boxes(
 ) -> Workload:
     """A workload of 0/1 box queries (shape (q, k, 2), inclusive bounds) on grid ``dims``."""
     dims = tuple(int(d) for d in dims)
-    check_dense_side(math.prod(dims), f"the grid {dims} of workload {name!r}")
+    check_box_grid(dims, f"workload {name!r}")
     b = np.asarray(boxes, dtype=np.int64).reshape(-1, len(dims), 2)
     if len(b) == 0:
         raise QueryError("the workload has no queries; give at least one range query")
@@ -377,13 +378,36 @@ def from_boxes(
         raise QueryError(
             f"query {bad} of the workload is not a box inside the grid {dims}: {b[bad].tolist()}"
         )
+    if math.prod(dims) > BOX_GRAM_CELLS:  # G = Σ_q ⊗ᵢ r_qi r_qiᵀ kept as the boxes
+        return Workload(name, dims, BoxGram(b, dims), len(b), spec=spec, boxes=b)
     rows = box_rows(b, dims)
-    gram = Explicit(box_gram(b, dims)) if math.prod(dims) <= BOX_GRAM_CELLS else rows.gram()
-    return Workload(name, dims, gram, len(b), spec=spec, boxes=b, rows=rows)
+    return Workload(name, dims, Explicit(box_gram(b, dims)), len(b), spec=spec, boxes=b, rows=rows)
 
 
-#: Up to this many cells the Gram of a box workload is built by :func:`box_gram` (dense n x n).
+#: Up to this many cells the Gram of a box workload is built by :func:`box_gram` (dense n x n);
+#: above, it is a :class:`~dpcube.linalg.boxes.BoxGram` (the boxes; never an n x n matrix).
 BOX_GRAM_CELLS = 4096
+
+#: Largest grid of a box workload: the planner holds a few vectors of n cells and one dense
+#: matrix per axis (each axis at most :data:`MAX_DENSE_SIDE`); 2²² cells is 32 MiB a vector.
+MAX_BOX_CELLS = 2**22
+
+
+def check_box_grid(dims: tuple[int, ...], what: str) -> None:
+    """Refuse, before allocating, a box workload's grid that is too large (one line, the fix).
+
+    >>> check_box_grid((4096, 4096), "workload 'q'")
+    Traceback (most recent call last):
+    ...
+    dpcube.errors.QueryError: workload 'q' is over a grid of 16,777,216 cells; box workloads are supported up to 4,194,304 cells (e.g. 2048 x 2048): use coarser bins
+    """
+    for d in dims:
+        check_dense_side(d, f"an axis of the grid of {what}")
+    if math.prod(dims) > MAX_BOX_CELLS:
+        raise QueryError(
+            f"{what} is over a grid of {math.prod(dims):,} cells; box workloads are supported up "
+            f"to {MAX_BOX_CELLS:,} cells (e.g. 2048 x 2048): use coarser bins"
+        )
 
 
 def box_gram(boxes: ArrayLike, dims: Sequence[int]) -> NDArray[np.float64]:
@@ -565,7 +589,13 @@ def _checked_spec(kind: str, args: list[str], spec: str) -> None:
         for d in parse_dims(args[1]):
             check_dense_side(d, f"an axis of {where}")
     elif kind in ("random-range", "biased-range", "central-range") and len(args) == 2:
-        check_dense_side(math.prod(parse_dims(args[1])), f"the grid of {where}")
+        n = math.prod(parse_dims(args[1]))
+        if n > MAX_DENSE_SIDE:  # the sampler enumerates every range of the grid
+            raise QueryError(
+                f"{where}: random range specs sample among all ranges of the grid and stop at "
+                f"{MAX_DENSE_SIDE:,} cells (this grid has {n:,}); for a larger grid give the "
+                "boxes as a JSON/CSV query file or a list of queries"
+            )
     elif kind in ("allpredicate", "coverage-range") and args and args[-1].isdigit():
         check_dense_side(int(args[-1]), f"the grid of {where}")
 
@@ -682,6 +712,8 @@ def resolve_workload(workload: Any, schema: Schema | None = None) -> Workload:
 
 
 __all__ = [
+    "BOX_GRAM_CELLS",
+    "MAX_BOX_CELLS",
     "Workload",
     "all_intervals",
     "allpredicate",
@@ -691,6 +723,7 @@ __all__ = [
     "attribute_queries",
     "average_coverage",
     "box_gram",
+    "check_box_grid",
     "check_dense_side",
     "coverage_ranges",
     "from_boxes",
