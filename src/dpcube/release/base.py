@@ -290,6 +290,9 @@ class Release(ABC):
         #: for the data curator: NOT private, never written by :meth:`save`, empty after
         #: :func:`load_release`. ``dpcube release --curator-log FILE`` writes it outside the release.
         self.curator_log: dict[str, Any] = {}
+        #: Bootstrap replicates saved with the release (:mod:`dpcube.release.replicates`), set by
+        #: :func:`dpcube.release.uncertainty.store_bootstrap` or by :func:`load_release`.
+        self.stored_replicates: Any = None
 
     # -- answering ---------------------------------------------------------------------------
     def boxes(self, queries: Sequence[Mapping[str, Any]]) -> NDArray[np.int64]:
@@ -472,6 +475,9 @@ class Release(ABC):
         _remove_leftovers(out, keep=earlier)
         token = os.urandom(6).hex()
         tables = self.tables()
+        stored = getattr(self, "stored_replicates", None)
+        if stored is not None:  # post-processing of this release: see dpcube.release.replicates
+            tables = {**tables, **stored.packed}
         files = {name: f"{name}-{token}.parquet" for name in tables}
         for fname in files.values():
             _plain_file_name(out, fname, "table file")
@@ -494,6 +500,8 @@ class Release(ABC):
             "sha256": hashes,
             "state": self.state(),
         }
+        if stored is not None:
+            manifest["bootstrap"] = stored.manifest_entry()
         write_atomic(out / MANIFEST, json.dumps(_jsonable(manifest), indent=2).encode())
         journal.unlink(missing_ok=True)
         write_atomic(out / REPORT, ("\n".join(self.report_lines()) + "\n").encode())
@@ -555,7 +563,15 @@ def load_release(directory: str | os.PathLike[str]) -> Release:
         tables[name] = read_parquet_bytes(data)
     schema = Schema.from_dict(manifest["schema"]) if manifest.get("schema") else None
     metadata = ReleaseMetadata.from_dict(manifest["metadata"])
+    entry = manifest.get("bootstrap")
+    packed = {n: tables.pop(n) for n in list(tables) if n.startswith("bootstrap.")}
     release: Release = cls.restore(schema, metadata, tables, manifest.get("state", {}))
+    if entry is not None:
+        from dpcube.release.replicates import StoredReplicates
+
+        release.stored_replicates = StoredReplicates.from_saved(entry, packed, where)
+    elif packed:
+        raise ReleaseError(f"{where!r} lists bootstrap tables but no 'bootstrap' entry")
     return release
 
 

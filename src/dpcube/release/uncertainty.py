@@ -36,9 +36,11 @@ count is spread evenly over its cells, so the bootstrap world is uniform inside 
 the uniformity error of the *real* data inside a leaf is under-estimated (see
 ``docs/experiments/coverage.md`` for the measured coverage).
 
-Replicates are computed on demand and cached in memory on the release object (never saved: a
-saved release holds only what the guarantee covers). ``dpcube query`` on a bootstrap release
-therefore re-runs the mechanism ``runs`` times per call (see the coverage page for the cost).
+Replicates come from :func:`bootstrap_replicates`: the ones saved with the release by
+``dpcube release --bootstrap-runs N`` (:func:`store_bootstrap`, :mod:`dpcube.release.replicates`:
+released tables of re-runs on the public release, no exact figure), else computed on demand and
+cached in memory on the release object. ``dpcube query`` on a release saved without them re-runs
+the mechanism ``runs`` times per call.
 """
 
 from __future__ import annotations
@@ -227,7 +229,7 @@ def answer_uncertainty(
     if kind == "none":
         nan = np.full(n, np.nan)
         return Uncertainty(answers, nan, noise_sd, nan, nan, nan, "none", reason, level)
-    runs = DEFAULT_RUNS if runs is None else int(runs)
+    runs = default_runs(release) if runs is None else int(runs)
     if runs < MIN_RUNS:
         raise ReleaseError(f"runs must be at least {MIN_RUNS} for a bootstrap, got {runs}")
     errors = bootstrap_errors(release, queries, runs=runs, seed=seed)
@@ -243,22 +245,77 @@ def answer_uncertainty(
     )  # fmt: skip
 
 
-#: Replicates per release object, keyed by (runs, seed); freed with the release.
-_CACHE: weakref.WeakKeyDictionary[Release, dict[tuple[int, int | None], Any]] = (
-    weakref.WeakKeyDictionary()
-)
+#: Replicates per release object, keyed by (runs, seed) or "stored"; freed with the release.
+_CACHE: weakref.WeakKeyDictionary[Release, dict[Any, Any]] = weakref.WeakKeyDictionary()
 
 
-def _replicates(release: Release, runs: int, seed: int | None) -> tuple[Release, list[Release]]:
+def default_runs(release: Release) -> int:
+    """The replicates a bootstrap uses when none are asked for: those stored with the release
+    (``dpcube release --bootstrap-runs``), else :data:`DEFAULT_RUNS`."""
+    stored = getattr(release, "stored_replicates", None)
+    return int(stored.runs) if stored is not None else DEFAULT_RUNS
+
+
+def bootstrap_replicates(
+    release: Release, runs: int | None = None, seed: int | None = None
+) -> tuple[Release, list[Release]]:
+    """The bootstrap world's truth and ``runs`` replicates of ``release``'s mechanism re-run on it.
+
+    The one place replicates come from: the ones stored with the release
+    (:mod:`dpcube.release.replicates`) when ``runs`` is None or their number and ``seed`` is None
+    or theirs; else they are computed (``seed``: the generator's seed, default OS entropy) and kept
+    in memory on the release object until it is freed. Post-processing of the public release: no
+    budget is spent.
+    """
+    if not callable(getattr(release, "bootstrap_world", None)):
+        raise ReleaseError(
+            f"a {release.kind!r} release of {release.metadata.mechanism!r} has no bootstrap"
+        )
+    runs = default_runs(release) if runs is None else int(runs)
     per_release = _CACHE.setdefault(release, {})
+    stored = _stored_for(release, runs, seed)
+    if stored is not None:
+        return _stored_truth(release), stored.releases(release)
     key = (runs, seed)
     if key not in per_release:
-        world: BootstrapWorld = release.bootstrap_world()  # type: ignore[attr-defined]
+        world = release.bootstrap_world()  # type: ignore[attr-defined]
         entropy = seed if seed is not None else int.from_bytes(os.urandom(16), "little")
         rng = np.random.default_rng(entropy)
         per_release[key] = (world.truth, [world.replicate(rng) for _ in range(runs)])
     truth, reps = per_release[key]
     return truth, reps
+
+
+def _stored_for(release: Release, runs: int, seed: int | None) -> Any:
+    """The replicates stored with ``release`` if they are the ``runs`` (and ``seed``) asked for."""
+    stored = getattr(release, "stored_replicates", None)
+    if stored is not None and runs == stored.runs and seed in (None, stored.seed):
+        return stored
+    return None
+
+
+def _stored_truth(release: Release) -> Release:
+    """The bootstrap world's truth (cheap: built from the release; cached on it)."""
+    per_release = _CACHE.setdefault(release, {})
+    if "truth" not in per_release:
+        per_release["truth"] = release.bootstrap_world().truth  # type: ignore[attr-defined]
+    truth: Release = per_release["truth"]
+    return truth
+
+
+def store_bootstrap(release: Release, runs: int = DEFAULT_RUNS, seed: int | None = None) -> None:
+    """Compute ``runs`` bootstrap replicates of ``release`` and attach them, so that
+    :meth:`Release.save` writes them and a loaded release answers without re-running its mechanism
+    (:mod:`dpcube.release.replicates`). ``seed`` (default: drawn from OS entropy) is recorded in
+    the manifest: the replicates are post-processing of the public release, so it is no secret."""
+    from dpcube.release.replicates import StoredReplicates
+
+    if runs < MIN_RUNS:
+        raise ReleaseError(f"runs must be at least {MIN_RUNS} for a bootstrap, got {runs}")
+    seed = int.from_bytes(os.urandom(8), "little") if seed is None else int(seed)
+    release.stored_replicates = None
+    _, reps = bootstrap_replicates(release, runs, seed)
+    release.stored_replicates = StoredReplicates.from_replicates(release, reps, seed)
 
 
 def bootstrap_errors(
@@ -268,8 +325,17 @@ def bootstrap_errors(
     runs: int = DEFAULT_RUNS,
     seed: int | None = None,
 ) -> NDArray[np.float64]:
-    """The (runs, q) bootstrap errors ``replicate answer - bootstrap-world truth``."""
-    truth, reps = _replicates(release, runs, seed)
+    """The (runs, q) bootstrap errors ``replicate answer - bootstrap-world truth``.
+
+    With replicates stored with the release, one vectorised pass over their packed tables where
+    the release kind has one (:meth:`StoredReplicates.answers`), no re-run of the mechanism.
+    """
+    stored = _stored_for(release, runs, seed)
+    if stored is not None:
+        target = np.asarray(_stored_truth(release).answer_many(queries), dtype=np.float64)
+        answers: NDArray[np.float64] = stored.answers(release, queries) - target
+        return answers
+    truth, reps = bootstrap_replicates(release, runs, seed)
     target = np.asarray(truth.answer_many(queries), dtype=np.float64)
     out = np.empty((len(reps), len(target)))
     for b, rep in enumerate(reps):
@@ -332,9 +398,12 @@ __all__ = [
     "Uncertainty",
     "answer_uncertainty",
     "bootstrap_errors",
+    "bootstrap_replicates",
+    "default_runs",
     "format_answer",
     "integer_truth",
     "rebuild_mechanism",
     "rerun",
+    "store_bootstrap",
     "uncertainty_kind",
 ]

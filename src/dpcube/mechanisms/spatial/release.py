@@ -138,6 +138,31 @@ class LeafRelease(Release):
     #: Why answers need a bootstrap (:mod:`dpcube.release.uncertainty`).
     bootstrap_reason = "leaf counts spread under the uniformity assumption (biased)"
 
+    def replicate_answers(
+        self, packed: Mapping[str, pa.Table], runs: int, queries: Sequence[Mapping[str, Any]]
+    ) -> NDArray[np.float64] | None:
+        """The (runs, q) answers of stored bootstrap replicates (:mod:`dpcube.release.replicates`:
+        every replicate's leaves in one table, numbered by ``_replicate``): ``sum_L c_L |Q & L| /
+        |L|`` over all replicates' leaves at once, summed per replicate (the answer of
+        :meth:`answer_boxes` without a summed-area table per replicate). None when that would
+        cost more than a summed-area table per replicate (many queries on many leaves)."""
+        from dpcube.release.replicates import REPLICATE_COLUMN
+
+        t = packed["leaves"]
+        cells = self.shape[0] * self.shape[1]
+        if len(queries) * t.num_rows > 4 * runs * cells:
+            return None
+        r0, r1, c0, c1 = (column_numpy(t, n) for n in ("row0", "row1", "col0", "col1"))
+        area = (r1 - r0).astype(np.float64) * (c1 - c0)
+        weight = column_numpy(t, "count") / area
+        ids = column_numpy(t, REPLICATE_COLUMN)
+        out = np.empty((runs, len(queries)))
+        for i, ((a0, a1), (b0, b1)) in enumerate(self.boxes(queries)):
+            dr = np.clip(np.minimum(r1, a1 + 1) - np.maximum(r0, a0), 0, None)
+            dc = np.clip(np.minimum(c1, b1 + 1) - np.maximum(c0, b0), 0, None)
+            out[:, i] = np.bincount(ids, weights=dr * dc * weight, minlength=runs)
+        return out
+
     def bootstrap_world(self) -> BootstrapWorld:
         """The parametric bootstrap's world: the leaf density Z (every leaf spread over its cells),
         made non-negative whole counts, is the truth; each replicate re-runs the whole mechanism on
