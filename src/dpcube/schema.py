@@ -840,6 +840,38 @@ class BoxedQuery(dict[str, Any]):
         self.box_array = box_array
 
 
+class BoxedQueries(Sequence[BoxedQuery]):
+    """Many queries given by their boxes at once (the rows of a labelled table): ``box_array``
+    is an int array (q, axes, 2); each query dict is built only when it is asked for, so that a
+    release answers a table of a million rows from the boxes alone
+    (:meth:`dpcube.release.base.Release.boxes` reads ``box_array``).
+
+    ``row(k)`` gives query ``k``'s own constraints (added to ``where``).
+    """
+
+    def __init__(
+        self,
+        box_array: Any,
+        where: Mapping[str, Any],
+        row: Any,
+    ) -> None:
+        self.box_array = box_array
+        self._where = dict(where)
+        self._row = row
+
+    def __len__(self) -> int:
+        return len(self.box_array)
+
+    def __getitem__(self, k: Any) -> Any:
+        if isinstance(k, slice):
+            return [self[i] for i in range(*k.indices(len(self)))]
+        if k < 0:
+            k += len(self)
+        if not 0 <= k < len(self):
+            raise IndexError(k)
+        return BoxedQuery({**self._where, **self._row(k)}, self.box_array[k])
+
+
 @dataclass(frozen=True)
 class Schema:
     """An ordered tuple of attributes; the domain is their product."""

@@ -302,6 +302,9 @@ class Release(ABC):
         schema = self.schema
         if len(queries) == 0:
             return np.zeros((0, len(schema.shape), 2), dtype=np.int64)
+        boxes = getattr(queries, "box_array", None)  # BoxedQueries: a table's rows, all at once
+        if boxes is not None:
+            return np.asarray(boxes, dtype=np.int64)
         if all(isinstance(q, BoxedQuery) for q in queries):  # a table's rows: resolved at once
             return np.stack([q.box_array for q in queries]).astype(np.int64)  # type: ignore[attr-defined]
         return np.array([schema.box(q) for q in queries], dtype=np.int64).reshape(
@@ -368,7 +371,7 @@ class Release(ABC):
 
     def table_cells(
         self, attributes: Sequence[str] | None = None, where: Mapping[str, Any] | None = None
-    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    ) -> tuple[dict[str, Any], Sequence[Mapping[str, Any]]]:
         """The rows of this release's labelled table: label columns and one query per row.
 
         Default: every cell of the product of ``attributes`` (all of the schema's when None)

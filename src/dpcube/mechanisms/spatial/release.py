@@ -220,7 +220,7 @@ class LeafRelease(Release):
 
     def table_cells(
         self, attributes: Sequence[str] | None = None, where: Mapping[str, Any] | None = None
-    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    ) -> tuple[dict[str, Any], Sequence[Mapping[str, Any]]]:
         """One row per leaf (its latitude/longitude bounds; the query of exactly its grid
         cells), or with ``attributes``/``where`` the grid cells (:meth:`Release.table_cells`)."""
         if attributes is not None or where:
