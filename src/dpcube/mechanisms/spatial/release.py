@@ -203,6 +203,31 @@ class LeafRelease(Release):
             out[i] = float(np.sum(weight[cut] * frac[cut]))
         return out
 
+    def uniformity_variance_many(
+        self, queries: Sequence[Mapping[str, Any]], kappa: float
+    ) -> NDArray[np.float64]:
+        """A variance for the uniformity error the bootstrap cannot see, per answer.
+
+        A leaf L that the query cuts holds ``n_L`` points (estimated by ``max(c_L, 0)``), a
+        fraction ``p`` of which lie inside the query; the answer assumes ``p = f = |Q & L| / |L|``
+        (area share). Whatever the points' layout, ``p`` lies in [0, 1], so if its mean is ``f``
+        its variance is at most ``f (1 - f)`` (the Bhatia-Davis inequality): ``kappa = 0`` gives
+        that bound. A Beta(kappa f, kappa (1 - f)) model of ``p`` gives ``f (1 - f) / (kappa +
+        1)`` (``kappa = 1``: half the bound; large ``kappa``: points close to uniform). Leaves the
+        query does not cut have ``f`` 0 or 1 and add nothing; leaves are taken as independent:
+        ``sum_L max(c_L, 0)^2 f_L (1 - f_L) / (kappa + 1)``.
+        """
+        boxes = self.boxes(queries)
+        area = (
+            (self.rects[:, 1] - self.rects[:, 0]) * (self.rects[:, 3] - self.rects[:, 2])
+        ).astype(np.float64)
+        weight = np.clip(np.asarray(self.leaf_counts, dtype=np.float64), 0.0, None) ** 2
+        out = np.zeros(len(boxes))
+        for i, ((a0, a1), (b0, b1)) in enumerate(boxes):
+            frac = _overlap(self.rects, a0, a1 + 1, b0, b1 + 1) / area
+            out[i] = float(np.sum(weight * frac * (1.0 - frac))) / (kappa + 1.0)
+        return out
+
     def variance_many(self, queries: Sequence[Mapping[str, Any]]) -> NDArray[np.float64]:
         """The noise-only variance of each answer (independent leaf noises); NOT the answer's
         error, which also holds the uniformity assumption's bias (see ``bootstrap_world``)."""
