@@ -144,6 +144,7 @@ def test_cli_release_stores_replicates_and_refuses_few(
     assert main(["query", str(tmp_path / "r1"), "--where", "p=#0..7:0..7", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["error_kind"] == "bootstrap" and out["lower"] <= out["answer"] <= out["upper"]
+    assert isinstance(out["trusted"], bool)
     # A release whose error is exact: the flag has no effect and says so.
     code = main(
         [

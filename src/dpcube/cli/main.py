@@ -360,6 +360,7 @@ def cmd_query(args: argparse.Namespace) -> int:
                 "noise_sd": _json_number(u.noise_sd[0]),
                 "error_kind": u.kind,
                 "error_reason": u.reason,
+                "trusted": u.trusted(0),
             }
             if covered:
                 result["covered"] = covered

@@ -232,6 +232,8 @@ def rows_from_cells(
     if u.kind != "exact":
         columns["noise_sd"] = floats(u.noise_sd)
         columns["error_kind"] = [str(u.kind)] * n
+    if u.untrusted is not None:  # spatial leaf releases: False where the interval is mostly a bound
+        columns["trusted"] = [not bool(x) for x in u.untrusted]
     info = {
         "release_id": release.metadata.release_id,
         "kind": release.kind,

@@ -99,6 +99,14 @@ class Uncertainty:
     #: The part of each answer resting on the uniformity assumption (leaves the query cuts, see
     #: ``LeafRelease.assumed_many``), which the bootstrap cannot see; NaN where not applicable.
     assumed: NDArray[np.float64] | None = None
+    #: Answers whose interval cannot be trusted (True), None where every answer's can: for spatial
+    #: leaf releases, those whose interval rests more on the bound of the uniformity error than on
+    #: the bootstrap (coverage measured 86-99 % there: docs/experiments/coverage.md).
+    untrusted: NDArray[np.bool_] | None = None
+
+    def trusted(self, i: int) -> bool:
+        """Whether answer ``i``'s interval can be trusted (see ``untrusted``)."""
+        return self.untrusted is None or not bool(self.untrusted[i])
 
 
 @dataclass(frozen=True)
@@ -261,10 +269,20 @@ def answer_uncertainty(
     lower, upper, rms = bootstrap_interval(answers, errors, level, extra)
     assumed_many = getattr(release, "assumed_many", None)
     assumed = np.asarray(assumed_many(queries), dtype=np.float64) if assumed_many else None
+    # Where the uniformity bound outweighs the measured (bootstrap) error, the interval is mostly
+    # a worst-case bound whose coverage depends on how the points cluster inside the cut leaves.
+    untrusted = None if extra is None else extra > np.mean(errors**2, axis=0)
     return Uncertainty(
         answers, rms, noise_sd, lower, upper, errors.mean(axis=0), "bootstrap", reason, level,
-        runs, assumed,
+        runs, assumed, untrusted,
     )  # fmt: skip
+
+
+#: What a flagged answer says (:attr:`Uncertainty.untrusted`).
+UNTRUSTED_NOTE = (
+    "NOT TRUSTWORTHY: the interval rests mostly on a bound for the uniformity error of the "
+    "leaves this query cuts (measured coverage 86-99 %, docs/experiments/coverage.md)"
+)
 
 
 def bootstrap_interval(
@@ -439,6 +457,8 @@ def format_answer(answer: float, uncertainty: Uncertainty, i: int) -> str:
         noise = float(uncertainty.noise_sd[i])
         if np.isfinite(noise):
             line += f"; noise sd {_fmt(noise)}, noise only, not the error"
+        if not uncertainty.trusted(i):
+            line += f"; {UNTRUSTED_NOTE}"
         return line + ")"
     reason = uncertainty.reason
     if not reason.startswith("no error estimate"):
@@ -448,6 +468,7 @@ def format_answer(answer: float, uncertainty: Uncertainty, i: int) -> str:
 
 __all__ = [
     "DEFAULT_RUNS",
+    "UNTRUSTED_NOTE",
     "BootstrapWorld",
     "Uncertainty",
     "answer_uncertainty",
