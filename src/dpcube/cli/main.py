@@ -281,19 +281,19 @@ def cmd_release(args: argparse.Namespace) -> int:
 
 def _store_bootstrap(release: Any, runs: int | None) -> str:
     """Store ``runs`` bootstrap replicates with a release whose error is a bootstrap (default
-    :data:`~dpcube.release.uncertainty.DEFAULT_RUNS`); a note for the user, or "".
+    :data:`~dpcube.release.uncertainty.RELEASE_RUNS`); a note for the user, or "".
 
     Runs after the charge, on the public release only: a failure here must not lose the release
     it has paid for, so it is reported as a note and the release is saved without replicates.
     """
-    from dpcube.release.uncertainty import DEFAULT_RUNS, store_bootstrap, uncertainty_kind
+    from dpcube.release.uncertainty import RELEASE_RUNS, store_bootstrap, uncertainty_kind
 
     kind, _ = uncertainty_kind(release)
     if kind != "bootstrap":
         if runs:
             return f"note: --bootstrap-runs has no effect: this release's error is {kind}"
         return ""
-    runs = DEFAULT_RUNS if runs is None else runs
+    runs = RELEASE_RUNS if runs is None else runs
     if runs == 0:
         return ""
     try:
@@ -530,7 +530,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         metavar="N",
         help="for releases whose error is a bootstrap (spatial trees, census, non-linear cubes): "
         "store N replicates with the release so that queries answer without re-running the "
-        "mechanism (default 200; 0 stores none; post-processing, no budget spent)",
+        "mechanism (default 100; 0 stores none; post-processing, no budget spent)",
     )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     for name in [] if light else sorted(registry.MECHANISMS):
@@ -562,7 +562,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         type=int,
         default=None,
         help="bootstrap replicates for releases whose error is estimated by re-running the "
-        "mechanism on the release (default 200, at least 20; fewer is faster and coarser)",
+        "mechanism on the release (default: those stored with the release, else 200; at least "
+        "20; a number other than the stored one re-runs the mechanism)",
     )
     p.add_argument(
         "--bootstrap-seed",
