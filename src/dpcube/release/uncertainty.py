@@ -105,7 +105,7 @@ class Uncertainty:
     assumed: NDArray[np.float64] | None = None
     #: Answers whose interval cannot be trusted (True), None where every answer's can: for spatial
     #: leaf releases, those whose interval rests more on the bound of the uniformity error than on
-    #: the bootstrap (coverage measured 86-99 % there: docs/experiments/coverage.md).
+    #: the bootstrap (coverage measured 86-100 % there: docs/experiments/coverage.md).
     untrusted: NDArray[np.bool_] | None = None
 
     def trusted(self, i: int) -> bool:
@@ -285,7 +285,7 @@ def answer_uncertainty(
 #: What a flagged answer says (:attr:`Uncertainty.untrusted`).
 UNTRUSTED_NOTE = (
     "NOT TRUSTWORTHY: the interval rests mostly on a bound for the uniformity error of the "
-    "leaves this query cuts (measured coverage 86-99 %, docs/experiments/coverage.md)"
+    "leaves this query cuts (measured coverage 86-100 %, docs/experiments/coverage.md)"
 )
 
 
