@@ -221,16 +221,32 @@ class CuboidRelease(Release):
             self._prefix[mask] = prefix_sums(self._cuboids[mask].reshape(self.geometry.shape(mask)))
         return self._prefix[mask]
 
+    def _groups(
+        self, boxes: NDArray[np.int64]
+    ) -> list[tuple[NDArray[np.intp], int, dict[int, int]]]:
+        """Queries grouped by the box size on every axis, with the cuboid that answers them and
+        the constrained counts (:meth:`_resolve` depends on the sizes only, not the positions):
+        a labelled table's rows are one group, resolved once."""
+        sizes = boxes[:, :, 1] - boxes[:, :, 0]
+        if len(sizes) == 0:
+            return []
+        keys, inverse = np.unique(sizes, axis=0, return_inverse=True)
+        out = []
+        for g in range(len(keys)):
+            members = np.flatnonzero(inverse.ravel() == g)
+            mask, selected = self._resolve([tuple(b) for b in boxes[members[0]].tolist()])
+            out.append((members, mask, selected))
+        return out
+
     def answer_many(self, queries: Sequence[Mapping[str, Any]]) -> NDArray[np.float64]:
         boxes = self.boxes(queries)
         out = np.empty(len(queries), dtype=np.float64)
-        for k in range(len(queries)):
-            mask, _ = self._resolve([tuple(b) for b in boxes[k].tolist()])
+        for members, mask, _ in self._groups(boxes):
             axes = self.geometry.schema_axes(mask)
             if not axes:
-                out[k] = float(self._cuboids[mask])
+                out[members] = float(self._cuboids[mask])
                 continue
-            out[k] = float(box_sums(self._prefix_of(mask), boxes[k : k + 1, axes, :])[0])
+            out[members] = box_sums(self._prefix_of(mask), boxes[members][:, axes, :])
         return out
 
     @property
@@ -298,9 +314,8 @@ class CuboidRelease(Release):
     def variance_many(self, queries: Sequence[Mapping[str, Any]]) -> NDArray[np.float64]:
         boxes = self.boxes(queries)
         out = np.empty(len(queries), dtype=np.float64)
-        for k in range(len(queries)):
-            mask, selected = self._resolve([tuple(b) for b in boxes[k].tolist()])
-            out[k] = self._box_variance(mask, selected)
+        for members, mask, selected in self._groups(boxes):
+            out[members] = self._box_variance(mask, selected)
         return out
 
     # -- persistence -------------------------------------------------------------------------
