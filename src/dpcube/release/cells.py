@@ -88,10 +88,14 @@ class CellRelease(Release):
 
     def answer_many(self, queries: Sequence[Mapping[str, Any]]) -> NDArray[np.float64]:
         boxes = self.boxes(queries)
-        if len(boxes) and np.array_equal(boxes[:, :, 0], boxes[:, :, 1]):
-            # Every query one cell (a labelled table's rows): the cells themselves, no prefix sums.
-            return np.asarray(self.counts[tuple(boxes[:, :, 0].T)], dtype=np.float64)
-        return box_sums(self.prefix, boxes).astype(np.float64)
+        # A query of one cell (every row of a labelled table) is the cell itself, read directly
+        # (no prefix sums, and the same figure whatever other queries come with it).
+        single = np.all(boxes[:, :, 0] == boxes[:, :, 1], axis=1)
+        out = np.empty(len(boxes), dtype=np.float64)
+        out[single] = self.counts[tuple(boxes[single, :, 0].T)]
+        if not single.all():
+            out[~single] = box_sums(self.prefix, boxes[~single]).astype(np.float64)
+        return out
 
     @property
     def linear_unbiased(self) -> bool:
