@@ -62,7 +62,7 @@ def library_error_line(exc: BaseException) -> str | None:
         return None
     text = str(exc).strip()
     if library == "YAML":
-        from dpcube.schema import yaml_error_line
+        from dpcube.schema_yaml import yaml_error_line
 
         text = yaml_error_line(exc)  # type: ignore[arg-type]
     first = text.splitlines()[0] if text else type(exc).__name__

@@ -307,7 +307,9 @@ def test_crash_while_writing_tables(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     def crash(*args: Any, **kwargs: Any) -> None:
         raise Crash
 
-    monkeypatch.setattr(release_base.pq, "write_table", crash)
+    import pyarrow.parquet as pq  # save() imports it on use (dpcube query never writes)
+
+    monkeypatch.setattr(pq, "write_table", crash)
     with pytest.raises(Crash):
         sample_release(2).save(d, overwrite=True)
     monkeypatch.undo()

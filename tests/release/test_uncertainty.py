@@ -214,7 +214,7 @@ def test_coverage_experiment_quick(tmp_path: Path, quick: bool) -> None:
     assert (tmp_path / "coverage_runs.csv").stat().st_size > 0
 
 
-def test_data_cubes_exact_without_clamping_and_none_with_it() -> None:
+def test_data_cubes_exact_without_clamping_and_bootstrap_with_it() -> None:
     from dpcube.mechanisms.datacube import DataCube
 
     s = Schema.from_dict(
@@ -227,5 +227,5 @@ def test_data_cubes_exact_without_clamping_and_none_with_it() -> None:
     assert u.kind == "exact"
     np.testing.assert_array_equal(u.stddev, np.sqrt(linear.variance_many(qs)))
     clamped = DataCube(1.0, nonnegative=True).release(hist, random_state=1, account=False)
-    n = answer_uncertainty(clamped, qs)
-    assert n.kind == "none" and "no error estimate" in format_answer(n.answers[0], n, 0)
+    b = answer_uncertainty(clamped, qs, runs=20, seed=1)  # non-linear: a bootstrap (issue #13)
+    assert b.kind == "bootstrap" and "bootstrap interval" in format_answer(b.answers[0], b, 0)

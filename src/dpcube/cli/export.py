@@ -117,9 +117,11 @@ def written_by_dpcube(path: Path, fmt: str) -> bool:
     except Exception:  # unreadable or not Parquet: not ours
         return False
     names = [n.strip().strip('"') for n in header.split(",")]
-    return (
-        tuple(names[-len(ERROR_COLUMNS) :]) == ERROR_COLUMNS
-        or tuple(names[-len(ERROR_COLUMNS) - 2 : -2]) == ERROR_COLUMNS
+    # The error columns end the header, or come before noise_sd,error_kind (not exact), and
+    # trusted (spatial leaf releases).
+    return any(
+        tuple(names[len(names) - len(ERROR_COLUMNS) - extra : len(names) - extra]) == ERROR_COLUMNS
+        for extra in (0, 2, 3)
     )
 
 

@@ -208,9 +208,17 @@ def cmd_release(args: argparse.Namespace) -> int:
     from dpcube.errors import DataError
     from dpcube.release import curator
     from dpcube.release.base import check_output_directory
+    from dpcube.release.uncertainty import MIN_RUNS
     from dpcube.schema import Schema
 
     curator_log = curator.check_path(args.curator_log, args.out) if args.curator_log else None
+    if args.bootstrap_runs is not None and not (
+        args.bootstrap_runs == 0 or args.bootstrap_runs >= MIN_RUNS
+    ):
+        raise UsageError(
+            f"--bootstrap-runs must be 0 (store none) or at least {MIN_RUNS}, got "
+            f"{args.bootstrap_runs}"
+        )
     cls = registry.resolve(registry.MECHANISMS, args.mechanism, "mechanism")
     _refuse_out_in_budget_state(args)
     check_output_directory(args.out, args.overwrite)
@@ -250,6 +258,7 @@ def cmd_release(args: argparse.Namespace) -> int:
     check_output_directory(args.out, args.overwrite)  # again, right before the charge
     with progress.step(f"releasing with {args.mechanism}"):
         release = mechanism.release(data, random_state=args.seed, ledger=ledger)
+    bootstrap_note = _store_bootstrap(release, args.bootstrap_runs)
     out = release.save(args.out, overwrite=args.overwrite)
     report = None if args.no_report else _write_report(out, args.seed)
     if curator_log is not None:
@@ -259,6 +268,8 @@ def cmd_release(args: argparse.Namespace) -> int:
         print(note, file=sys.stderr)
     if unused_delta_note:
         print(unused_delta_note, file=sys.stderr)
+    if bootstrap_note:
+        print(bootstrap_note, file=sys.stderr)
     left = ledger.remaining()
     used = release.metadata.mechanism
     if args.json:
@@ -317,6 +328,35 @@ def _write_report(out: Path, seed: int | None) -> Path | None:
         return None
 
 
+def _store_bootstrap(release: Any, runs: int | None) -> str:
+    """Store ``runs`` bootstrap replicates with a release whose error is a bootstrap (default
+    :data:`~dpcube.release.uncertainty.RELEASE_RUNS`); a note for the user, or "".
+
+    Runs after the charge, on the public release only: a failure here must not lose the release
+    it has paid for, so it is reported as a note and the release is saved without replicates.
+    """
+    from dpcube.release.uncertainty import RELEASE_RUNS, store_bootstrap, uncertainty_kind
+
+    kind, _ = uncertainty_kind(release)
+    if kind != "bootstrap":
+        if runs:
+            return f"note: --bootstrap-runs has no effect: this release's error is {kind}"
+        return ""
+    runs = RELEASE_RUNS if runs is None else runs
+    if runs == 0:
+        return ""
+    try:
+        with progress.step(f"computing {runs} bootstrap replicates (no budget spent)"):
+            store_bootstrap(release, runs)
+    except Exception as exc:  # the release is paid for: save it whatever happens here
+        release.stored_replicates = None
+        return (
+            f"note: the bootstrap replicates could not be stored ({type(exc).__name__}: {exc}); "
+            "queries will re-run the mechanism instead"
+        )
+    return ""
+
+
 # -- query ------------------------------------------------------------------------------------
 
 
@@ -369,6 +409,7 @@ def cmd_query(args: argparse.Namespace) -> int:
                 "noise_sd": _json_number(u.noise_sd[0]),
                 "error_kind": u.kind,
                 "error_reason": u.reason,
+                "trusted": u.trusted(0),
             }
             if covered:
                 result["covered"] = covered
@@ -545,6 +586,15 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         "--total-epsilon", type=float, default=None, help="set the data set's total budget"
     )
     p.add_argument("--total-delta", type=float, default=0.0)
+    p.add_argument(
+        "--bootstrap-runs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="for releases whose error is a bootstrap (spatial trees, census, non-linear cubes): "
+        "store N replicates with the release so that queries answer without re-running the "
+        "mechanism (default 100; 0 stores none; post-processing, no budget spent)",
+    )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument(
         "--no-report",
@@ -580,7 +630,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         type=int,
         default=None,
         help="bootstrap replicates for releases whose error is estimated by re-running the "
-        "mechanism on the release (default 200, at least 20; fewer is faster and coarser)",
+        "mechanism on the release (default: those stored with the release, else 200; at least "
+        "20; a number other than the stored one re-runs the mechanism)",
     )
     p.add_argument(
         "--bootstrap-seed",

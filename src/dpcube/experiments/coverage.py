@@ -48,6 +48,7 @@ def coverage_row(
     answers: NDArray[np.float64],
     stddev: NDArray[np.float64],
     assumed: NDArray[np.float64] | None = None,
+    untrusted: NDArray[np.bool_] | None = None,
 ) -> dict[str, Any]:
     """Coverage, median width and honesty of one release's intervals.
 
@@ -65,6 +66,12 @@ def coverage_row(
         out["assumed_share_heavy"] = float(np.mean(heavy))
         out["coverage_light"] = float(np.mean(inside[~heavy])) if (~heavy).any() else np.nan
         out["coverage_heavy"] = float(np.mean(inside[heavy])) if heavy.any() else np.nan
+    if untrusted is not None:  # Uncertainty.untrusted: the answers flagged NOT TRUSTWORTHY
+        out["untrusted_share"] = float(np.mean(untrusted))
+        out["coverage_untrusted"] = float(np.mean(inside[untrusted])) if untrusted.any() else np.nan
+        out["coverage_trusted"] = (
+            float(np.mean(inside[~untrusted])) if (~untrusted).any() else np.nan
+        )
     return out | {
         "coverage": float(np.mean(inside)),
         "median_width": float(np.median(upper - lower)),
@@ -114,7 +121,9 @@ def run(
                 for seed in range(releases):
                     r = cls(eps).release(hist, random_state=1000 + seed, account=False)
                     u = answer_uncertainty(r, qs, level=LEVEL, runs=runs, seed=seed)
-                    stats = coverage_row(truth, u.lower, u.upper, u.answers, u.stddev, u.assumed)
+                    stats = coverage_row(
+                        truth, u.lower, u.upper, u.answers, u.stddev, u.assumed, u.untrusted
+                    )
                     stats["kind"] = u.kind
                     record(dname, mech, eps, seed, stats)
                 cpu = (time.process_time() - t0) / releases
@@ -149,8 +158,8 @@ def summary_table(rows: list[dict[str, Any]]) -> str:
     lines = [
         "| data set | mechanism | epsilon | coverage of 95 % intervals (min..max) | median width | "
         "stated sd / actual RMSE | in 90-99 %? | answers > 10 % assumed | coverage there "
-        "/ elsewhere |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "/ elsewhere | flagged not trustworthy | coverage flagged / trusted |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for (d, m, e), rs in groups.items():
         cov = np.array([r["coverage"] for r in rs])
@@ -168,6 +177,14 @@ def summary_table(rows: list[dict[str, Any]]) -> str:
             light = np.nanmean([r["coverage_light"] for r in rs]) if share < 1 else np.nan
             there, rest = (f"{100 * x:.0f} %" if np.isfinite(x) else "-" for x in (heavy, light))
             split = f"| {100 * share:.0f} % | {there} / {rest} |"
+        if "untrusted_share" in rs[0]:
+            flagged = float(np.mean([r["untrusted_share"] for r in rs]))
+            bad = np.nanmean([r["coverage_untrusted"] for r in rs]) if flagged > 0 else np.nan
+            good = np.nanmean([r["coverage_trusted"] for r in rs]) if flagged < 1 else np.nan
+            there, rest = (f"{100 * x:.0f} %" if np.isfinite(x) else "-" for x in (bad, good))
+            split += f" {100 * flagged:.0f} % | {there} / {rest} |"
+        else:
+            split += " - | - |"
         lines.append(
             f"| {d} | {m} | {e:g} | {100 * cov.mean():.1f} % ({100 * cov.min():.0f}..{100 * cov.max():.0f}) "
             f"| {width:.4g} | {ratio:.2f} | {ok} " + split

@@ -32,8 +32,6 @@ import hashlib
 import json
 import os
 import re
-import secrets
-import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -42,7 +40,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
 from dpcube import registry
@@ -82,7 +79,7 @@ class ReleaseMetadata:
     noiseless: bool = False
     #: Whether the release was charged to a budget ledger (False: ``account=False``, or seeded).
     accounted: bool = True
-    release_id: str = field(default_factory=lambda: secrets.token_hex(16))
+    release_id: str = field(default_factory=lambda: os.urandom(16).hex())
     created: str = field(
         default_factory=lambda: _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     )
@@ -134,6 +131,8 @@ def write_atomic(path: Path, data: bytes) -> None:
     The file gets the permissions a plain ``open`` would give (``0o666`` less the umask), not the
     ``0o600`` of :func:`tempfile.mkstemp`; the temporary name starts with :data:`TEMP_PREFIX`.
     """
+    import tempfile  # here, not at the top: ``dpcube query`` writes nothing
+
     fd, tmp = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -318,6 +317,9 @@ class Release(ABC):
         #: for the data curator: NOT private, never written by :meth:`save`, empty after
         #: :func:`load_release`. ``dpcube release --curator-log FILE`` writes it outside the release.
         self.curator_log: dict[str, Any] = {}
+        #: Bootstrap replicates saved with the release (:mod:`dpcube.release.replicates`), set by
+        #: :func:`dpcube.release.uncertainty.store_bootstrap` or by :func:`load_release`.
+        self.stored_replicates: Any = None
 
     # -- answering ---------------------------------------------------------------------------
     def boxes(self, queries: Sequence[Mapping[str, Any]]) -> NDArray[np.int64]:
@@ -327,6 +329,9 @@ class Release(ABC):
         schema = self.schema
         if len(queries) == 0:
             return np.zeros((0, len(schema.shape), 2), dtype=np.int64)
+        boxes = getattr(queries, "box_array", None)  # BoxedQueries: a table's rows, all at once
+        if boxes is not None:
+            return np.asarray(boxes, dtype=np.int64)
         if all(isinstance(q, BoxedQuery) for q in queries):  # a table's rows: resolved at once
             return np.stack([q.box_array for q in queries]).astype(np.int64)  # type: ignore[attr-defined]
         return np.array([schema.box(q) for q in queries], dtype=np.int64).reshape(
@@ -393,7 +398,7 @@ class Release(ABC):
 
     def table_cells(
         self, attributes: Sequence[str] | None = None, where: Mapping[str, Any] | None = None
-    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    ) -> tuple[dict[str, Any], Sequence[Mapping[str, Any]]]:
         """The rows of this release's labelled table: label columns and one query per row.
 
         Default: every cell of the product of ``attributes`` (all of the schema's when None)
@@ -493,12 +498,17 @@ class Release(ABC):
         ``directory`` must be new, empty, or hold an earlier dpcube release (replaced only with
         ``overwrite=True``): see :func:`check_output_directory`.
         """
+        import pyarrow.parquet as pq  # writing only: see read_parquet_bytes
+
         out = Path(directory)
         earlier = check_output_directory(out, overwrite)
         out.mkdir(parents=True, exist_ok=True)
         _remove_leftovers(out, keep=earlier)
-        token = secrets.token_hex(6)
+        token = os.urandom(6).hex()
         tables = self.tables()
+        stored = getattr(self, "stored_replicates", None)
+        if stored is not None:  # post-processing of this release: see dpcube.release.replicates
+            tables = {**tables, **stored.packed}
         files = {name: f"{name}-{token}.parquet" for name in tables}
         for fname in files.values():
             _plain_file_name(out, fname, "table file")
@@ -521,6 +531,8 @@ class Release(ABC):
             "sha256": hashes,
             "state": self.state(),
         }
+        if stored is not None:
+            manifest["bootstrap"] = stored.manifest_entry()
         write_atomic(out / MANIFEST, json.dumps(_jsonable(manifest), indent=2).encode())
         journal.unlink(missing_ok=True)
         write_atomic(out / REPORT, ("\n".join(self.report_lines()) + "\n").encode())
@@ -579,12 +591,47 @@ def load_release(directory: str | os.PathLike[str]) -> Release:
                 f"table file {str(path)!r} does not match the SHA-256 in {where!r}: it was "
                 "modified or corrupted; do not use this release"
             )
-        # ParquetFile rather than read_table: read_table imports pyarrow.dataset (and pandas).
-        tables[name] = pq.ParquetFile(pa.BufferReader(data)).read()
+        tables[name] = read_parquet_bytes(data)
     schema = Schema.from_dict(manifest["schema"]) if manifest.get("schema") else None
     metadata = ReleaseMetadata.from_dict(manifest["metadata"])
+    entry = manifest.get("bootstrap")
+    packed = {n: tables.pop(n) for n in list(tables) if n.startswith("bootstrap.")}
     release: Release = cls.restore(schema, metadata, tables, manifest.get("state", {}))
+    if entry is not None:
+        from dpcube.release.replicates import StoredReplicates
+
+        release.stored_replicates = StoredReplicates.from_saved(entry, packed, where)
+    elif packed:
+        raise ReleaseError(f"{where!r} lists bootstrap tables but no 'bootstrap' entry")
     return release
+
+
+def read_parquet_bytes(data: bytes) -> pa.Table:
+    """The table in the Parquet file ``data``.
+
+    Read with pyarrow's Parquet reader itself (``pyarrow._parquet.ParquetReader``, what
+    ``pyarrow.parquet.ParquetFile.read`` calls): the public ``pyarrow.parquet`` module also imports
+    ``pyarrow.fs`` (S3, SSL), about 30 ms of every ``dpcube query``, and ``read_table`` imports
+    ``pyarrow.dataset`` and pandas. Falls back to ``pyarrow.parquet`` if that internal API moves.
+
+    >>> import pyarrow.parquet as pq
+    >>> sink = pa.BufferOutputStream()
+    >>> pq.write_table(pa.table({"a": [1, 2]}), sink)
+    >>> read_parquet_bytes(sink.getvalue().to_pybytes()).column("a").to_pylist()
+    [1, 2]
+    """
+    try:
+        from pyarrow._parquet import ParquetReader
+
+        reader = ParquetReader()
+        reader.open(pa.BufferReader(data))
+        table: pa.Table = reader.read_all()
+        return table
+    except (ImportError, AttributeError, TypeError):  # pragma: no cover - another pyarrow
+        import pyarrow.parquet as pq
+
+        fallback: pa.Table = pq.ParquetFile(pa.BufferReader(data)).read()
+        return fallback
 
 
 #: Arrow primitive type names whose numpy dtype has another name.
@@ -633,5 +680,6 @@ __all__ = [
     "is_dpcube_report",
     "load_release",
     "publication_warning",
+    "read_parquet_bytes",
     "write_atomic",
 ]

@@ -47,7 +47,15 @@ class CellRelease(Release):
         return self._prefix
 
     def answer_many(self, queries: Sequence[Mapping[str, Any]]) -> NDArray[np.float64]:
-        return box_sums(self.prefix, self.boxes(queries)).astype(np.float64)
+        boxes = self.boxes(queries)
+        # A query of one cell (every row of a labelled table) is the cell itself, read directly
+        # (no prefix sums, and the same figure whatever other queries come with it).
+        single = np.all(boxes[:, :, 0] == boxes[:, :, 1], axis=1)
+        out = np.empty(len(boxes), dtype=np.float64)
+        out[single] = self.counts[tuple(boxes[single, :, 0].T)]
+        if not single.all():
+            out[~single] = box_sums(self.prefix, boxes[~single]).astype(np.float64)
+        return out
 
     @property
     def linear_unbiased(self) -> bool:

@@ -31,9 +31,10 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from numpy.typing import NDArray
 
 from dpcube.errors import DomainTooLargeError, QueryError
-from dpcube.schema import BoxedQuery, Nominal, Ordinal, Schema, Spatial, default_max_cells
+from dpcube.schema import BoxedQueries, Nominal, Ordinal, Schema, Spatial, default_max_cells
 
 #: The key of the Arrow schema metadata that marks a table dpcube wrote.
 METADATA_KEY = b"dpcube"
@@ -75,7 +76,7 @@ def grid_cells(
     schema: Schema,
     attributes: Sequence[str] | None = None,
     where: Mapping[str, Any] | None = None,
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+) -> tuple[dict[str, Any], Sequence[Mapping[str, Any]]]:
     """Every cell of the product of ``attributes`` (default: all) inside ``where``: the label
     columns and one query per cell (``where`` and the cell's bins by number).
 
@@ -114,8 +115,8 @@ def grid_cells(
     )
     labels: dict[str, Any] = {}
     position = 0
-    constraints: list[list[Any]] = []
     boxes = np.repeat(np.asarray(box, dtype=np.int64)[None, :, :], count, axis=0)
+    own_bins: dict[str, list[NDArray[np.int64]]] = {}
     for name in names:
         attribute = schema[name]
         width = len(attribute.shape)
@@ -126,23 +127,21 @@ def grid_cells(
         for k in range(width):
             boxes[:, start + k, 0] = own[k]
             boxes[:, start + k, 1] = own[k]
-        if width == 1:
-            constraints.append([{"bins": [i, i]} for i in own[0].tolist()])
-        else:
-            constraints.append(
-                [
-                    {"bins": [[r, r], [c, c]]}
-                    for r, c in zip(own[0].tolist(), own[1].tolist(), strict=True)
-                ]
+        own_bins[name] = own
+
+    def row(k: int) -> dict[str, Any]:
+        """Row ``k``'s constraints: its bins by number (built only when a row is asked for)."""
+        out: dict[str, Any] = {}
+        for name, own in own_bins.items():
+            bins = [int(o[k]) for o in own]
+            out[name] = (
+                {"bins": [bins[0], bins[0]]}
+                if len(bins) == 1
+                else {"bins": [[bins[0], bins[0]], [bins[1], bins[1]]]}
             )
-    queries: list[dict[str, Any]] = [
-        BoxedQuery(
-            {**where, **{name: c[k] for name, c in zip(names, constraints, strict=True)}},
-            boxes[k],
-        )
-        for k in range(count)
-    ]
-    return labels, queries
+        return out
+
+    return labels, BoxedQueries(boxes, where, row)
 
 
 def _cuboid_names(release: Any, cuboid: Sequence[str] | str | None) -> list[str] | None:
@@ -195,7 +194,7 @@ class LabelledRows:
     makes the Arrow table. Kept apart from Arrow so that ``dpcube query --group-by`` prints a
     table without importing pandas (which building any Arrow array does)."""
 
-    columns: dict[str, list[Any]]
+    columns: dict[str, Any]  # lists (labels) and float arrays (estimates and errors)
     info: dict[str, Any]
 
     @property
@@ -219,20 +218,22 @@ def rows_from_cells(
 ) -> LabelledRows:
     """The labelled rows given by their label columns and queries (one per row)."""
     u = release.uncertainty(queries, level=level, runs=runs, seed=seed)
-    columns: dict[str, list[Any]] = {k: list(v) for k, v in labels.items()}
+    columns: dict[str, Any] = {k: list(v) for k, v in labels.items()}
     n = len(queries)
 
-    def floats(values: Any) -> list[float]:
-        return [float(x) for x in np.asarray(values, dtype=np.float64).tolist()]
+    def floats(values: Any) -> NDArray[np.float64]:
+        return np.asarray(values, dtype=np.float64)
 
     columns["estimate"] = floats(u.answers)
     columns["stddev"] = floats(u.stddev)
     columns["lower"] = floats(u.lower)
     columns["upper"] = floats(u.upper)
-    columns["level"] = [float(level)] * n
+    columns["level"] = np.full(n, float(level))
     if u.kind != "exact":
         columns["noise_sd"] = floats(u.noise_sd)
         columns["error_kind"] = [str(u.kind)] * n
+    if u.untrusted is not None:  # spatial leaf releases: False where the interval is mostly a bound
+        columns["trusted"] = [not bool(x) for x in u.untrusted]
     info = {
         "release_id": release.metadata.release_id,
         "kind": release.kind,

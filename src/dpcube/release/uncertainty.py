@@ -36,10 +36,12 @@ count is spread evenly over its cells, so the bootstrap world is uniform inside 
 the uniformity error of the *real* data inside a leaf is under-estimated (see
 ``docs/experiments/coverage.md`` for the measured coverage).
 
-Replicates are computed on demand and cached in memory on the release object (never saved: a
-saved release holds only what the guarantee covers), with their summed-area tables while they
-fit in :data:`KEEP_REPLICATE_PREFIX_BYTES`. ``dpcube query`` on a bootstrap release
-therefore re-runs the mechanism ``runs`` times per call (see the coverage page for the cost).
+Replicates come from :func:`bootstrap_replicates`: the ones saved with the release by
+``dpcube release --bootstrap-runs N`` (:func:`store_bootstrap`, :mod:`dpcube.release.replicates`:
+released tables of re-runs on the public release, no exact figure), else computed on demand and
+cached in memory on the release object, with their summed-area tables while they fit in
+:data:`KEEP_REPLICATE_PREFIX_BYTES`. ``dpcube query`` on a release saved without them re-runs
+the mechanism ``runs`` times per call.
 """
 
 from __future__ import annotations
@@ -48,7 +50,6 @@ import os
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from statistics import NormalDist
 from typing import Any, Literal
 
 import numpy as np
@@ -62,10 +63,21 @@ from dpcube.release.base import Release, ReleaseMetadata
 DEFAULT_RUNS = 200
 #: Largest total size of the replicates' summed-area tables kept between calls (bytes).
 KEEP_REPLICATE_PREFIX_BYTES = 256 << 20
+#: Replicates ``dpcube release`` stores with a bootstrap release unless ``--bootstrap-runs`` says
+#: otherwise: half the query default, so that a release of a tree costs a modest multiple of the
+#: mechanism (the 2.5 % and 97.5 % quantiles of 100 errors rest on 2.5 errors each side).
+RELEASE_RUNS = 100
 #: Fewest replicates accepted: below this the tail quantiles of a 95 % interval are the extremes.
 MIN_RUNS = 20
 
 Kind = Literal["exact", "bootstrap", "none"]
+
+#: Beta concentration of the uniformity-error model of spatial leaf releases. 0 is the
+#: Bhatia-Davis bound (no assumption on how the points lie inside a leaf); larger values assume
+#: more even leaves. Measured in docs/experiments/coverage.md: on Gowalla only the bound brings
+#: the kd-tree into 90-99 %, so the bound it is (no tuning on the evaluation data).
+UNIFORMITY_KAPPA = 0.0
+KAPPA_NOTE = "variance bound f (1 - f) of the share f of each cut leaf inside the query"
 
 
 @dataclass(frozen=True)
@@ -94,6 +106,14 @@ class Uncertainty:
     #: The part of each answer resting on the uniformity assumption (leaves the query cuts, see
     #: ``LeafRelease.assumed_many``), which the bootstrap cannot see; NaN where not applicable.
     assumed: NDArray[np.float64] | None = None
+    #: Answers whose interval cannot be trusted (True), None where every answer's can: for spatial
+    #: leaf releases, those whose interval rests more on the bound of the uniformity error than on
+    #: the bootstrap (coverage measured 86-100 % there: docs/experiments/coverage.md).
+    untrusted: NDArray[np.bool_] | None = None
+
+    def trusted(self, i: int) -> bool:
+        """Whether answer ``i``'s interval can be trusted (see ``untrusted``)."""
+        return self.untrusted is None or not bool(self.untrusted[i])
 
 
 @dataclass(frozen=True)
@@ -156,6 +176,13 @@ def rerun(mechanism: Any, data: Any, rng: np.random.Generator) -> Release:
 
 
 def _normal_quantile(level: float) -> float:
+    """The two-sided normal quantile of ``level`` (1.96 at 0.95).
+
+    >>> round(_normal_quantile(0.95), 4)
+    1.96
+    """
+    from statistics import NormalDist  # imported on use: it pulls in fractions and decimal
+
     return NormalDist().inv_cdf(0.5 + level / 2.0)
 
 
@@ -170,11 +197,14 @@ def uncertainty_kind(release: Release) -> tuple[Kind, str]:
         return "none", "noise switched off: these answers are exact for tests only"
     if bool(getattr(release, "linear_unbiased", False)):
         return "exact", "linear noise, unbiased estimate: exact noise sd"
-    if callable(getattr(release, "bootstrap_world", None)):
+    unavailable = getattr(release, "bootstrap_unavailable", None)
+    if callable(getattr(release, "bootstrap_world", None)) and not unavailable:
         why = getattr(release, "bootstrap_reason", "the estimate is not linear in the noise")
         return "bootstrap", f"{why}: parametric bootstrap from the release (no budget spent)"
     why = (
-        getattr(release, "no_estimate_reason", None) or "it has no exact variance and no bootstrap"
+        unavailable
+        or getattr(release, "no_estimate_reason", None)
+        or "it has no exact variance and no bootstrap"
     )
     return "none", (
         f"no error estimate: a {release.kind!r} release of {release.metadata.mechanism!r} ({why})"
@@ -189,8 +219,14 @@ def answer_uncertainty(
     runs: int | None = None,
     seed: int | None = None,
     method: str | None = None,
+    uniformity_kappa: float | None = UNIFORMITY_KAPPA,
 ) -> Uncertainty:
     """The uncertainty of ``release``'s answers to ``queries`` (see the module docstring).
+
+    ``uniformity_kappa``: for spatial leaf releases, the Beta concentration of the model of the
+    fraction of a cut leaf's points inside the query
+    (:meth:`~dpcube.mechanisms.spatial.release.LeafRelease.uniformity_variance_many`); None
+    leaves the bootstrap interval unwidened (the coverage experiment compares both).
 
     ``runs``: bootstrap replicates (default :data:`DEFAULT_RUNS`); ``seed``: seeds the replicates
     (default: OS entropy); ``method``: ``"bootstrap"`` forces the bootstrap on a release that has
@@ -210,7 +246,11 @@ def answer_uncertainty(
     answers = np.asarray(release.answer_many(queries), dtype=np.float64)
     noise_sd = np.sqrt(np.asarray(release.variance_many(queries), dtype=np.float64))
     kind, reason = uncertainty_kind(release)
-    if method == "bootstrap" and callable(getattr(release, "bootstrap_world", None)):
+    if (
+        method == "bootstrap"
+        and callable(getattr(release, "bootstrap_world", None))
+        and not getattr(release, "bootstrap_unavailable", None)
+    ):
         kind, reason = "bootstrap", "parametric bootstrap from the release (no budget spent)"
     elif method is not None and method != kind:
         raise ReleaseError(f"a {release.kind!r} release has no {method} error estimate ({reason})")
@@ -224,38 +264,137 @@ def answer_uncertainty(
     if kind == "none":
         nan = np.full(n, np.nan)
         return Uncertainty(answers, nan, noise_sd, nan, nan, nan, "none", reason, level)
-    runs = DEFAULT_RUNS if runs is None else int(runs)
+    runs = default_runs(release) if runs is None else int(runs)
     if runs < MIN_RUNS:
         raise ReleaseError(f"runs must be at least {MIN_RUNS} for a bootstrap, got {runs}")
     errors = bootstrap_errors(release, queries, runs=runs, seed=seed)
-    lo_q, hi_q = np.quantile(errors, [(1.0 - level) / 2.0, (1.0 + level) / 2.0], axis=0)
-    lower = np.maximum(np.minimum(answers - hi_q, answers + lo_q), 0.0)
-    upper = np.maximum(np.maximum(answers - lo_q, answers + hi_q), lower)
-    rms = np.sqrt(np.mean(errors**2, axis=0))
+    uniformity_many = getattr(release, "uniformity_variance_many", None)
+    extra = None
+    if uniformity_many is not None and uniformity_kappa is not None:
+        extra = np.asarray(uniformity_many(queries, uniformity_kappa), dtype=np.float64)
+        reason += f"; widened by the uniformity error of the leaves each query cuts ({KAPPA_NOTE})"
+    lower, upper, rms = bootstrap_interval(answers, errors, level, extra)
     assumed_many = getattr(release, "assumed_many", None)
     assumed = np.asarray(assumed_many(queries), dtype=np.float64) if assumed_many else None
+    # Where the uniformity bound outweighs the measured (bootstrap) error, the interval is mostly
+    # a worst-case bound whose coverage depends on how the points cluster inside the cut leaves.
+    untrusted = None if extra is None else extra > np.mean(errors**2, axis=0)
     return Uncertainty(
         answers, rms, noise_sd, lower, upper, errors.mean(axis=0), "bootstrap", reason, level,
-        runs, assumed,
+        runs, assumed, untrusted,
     )  # fmt: skip
 
 
-#: Replicates per release object, keyed by (runs, seed); freed with the release.
-_CACHE: weakref.WeakKeyDictionary[Release, dict[tuple[int, int | None], Any]] = (
-    weakref.WeakKeyDictionary()
+#: What a flagged answer says (:attr:`Uncertainty.untrusted`).
+UNTRUSTED_NOTE = (
+    "NOT TRUSTWORTHY: the interval rests mostly on a bound for the uniformity error of the "
+    "leaves this query cuts (measured coverage 86-100 %, docs/experiments/coverage.md)"
 )
 
 
-def _replicates(release: Release, runs: int, seed: int | None) -> tuple[Release, list[Release]]:
+def bootstrap_interval(
+    answers: NDArray[np.float64],
+    errors: NDArray[np.float64],
+    level: float,
+    extra_variance: NDArray[np.float64] | None = None,
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """(lower, upper, error sd) from the (runs, q) bootstrap ``errors`` (module docstring: the
+    hull of the basic and percentile intervals, clipped at 0), each half-width widened in
+    quadrature by ``z sqrt(extra_variance)`` (an error independent of the bootstrap's, e.g. the
+    uniformity error of :meth:`LeafRelease.uniformity_variance_many`).
+
+    >>> e = np.array([[-2.0], [-1.0], [0.0], [1.0], [2.0]])
+    >>> lo, hi, sd = bootstrap_interval(np.array([10.0]), e, 0.5)
+    >>> lo.tolist(), hi.tolist(), sd.round(3).tolist()
+    ([9.0], [11.0], [1.414])
+    >>> lo, hi, sd = bootstrap_interval(np.array([10.0]), e, 0.5, np.array([4.0]))
+    >>> round(float(hi[0] - 10.0), 3), round(float(sd[0]), 3)  # sqrt(1 + (0.674 * 2)^2)
+    (1.679, 2.449)
+    """
+    lo_q, hi_q = np.quantile(errors, [(1.0 - level) / 2.0, (1.0 + level) / 2.0], axis=0)
+    below = answers - np.minimum(answers - hi_q, answers + lo_q)  # >= 0 (lo_q <= hi_q)
+    above = np.maximum(answers - lo_q, answers + hi_q) - answers
+    variance = np.mean(errors**2, axis=0)
+    if extra_variance is not None:
+        widen = (_normal_quantile(level) ** 2) * extra_variance
+        below, above = np.sqrt(below**2 + widen), np.sqrt(above**2 + widen)
+        variance = variance + extra_variance
+    lower = np.maximum(answers - below, 0.0)
+    upper = np.maximum(answers + above, lower)
+    return lower, upper, np.sqrt(variance)
+
+
+#: Replicates per release object, keyed by (runs, seed) or "stored"; freed with the release.
+_CACHE: weakref.WeakKeyDictionary[Release, dict[Any, Any]] = weakref.WeakKeyDictionary()
+
+
+def default_runs(release: Release) -> int:
+    """The replicates a bootstrap uses when none are asked for: those stored with the release
+    (``dpcube release --bootstrap-runs``), else :data:`DEFAULT_RUNS`."""
+    stored = getattr(release, "stored_replicates", None)
+    return int(stored.runs) if stored is not None else DEFAULT_RUNS
+
+
+def bootstrap_replicates(
+    release: Release, runs: int | None = None, seed: int | None = None
+) -> tuple[Release, list[Release]]:
+    """The bootstrap world's truth and ``runs`` replicates of ``release``'s mechanism re-run on it.
+
+    The one place replicates come from: the ones stored with the release
+    (:mod:`dpcube.release.replicates`) when ``runs`` is None or their number and ``seed`` is None
+    or theirs; else they are computed (``seed``: the generator's seed, default OS entropy) and kept
+    in memory on the release object until it is freed. Post-processing of the public release: no
+    budget is spent.
+    """
+    if not callable(getattr(release, "bootstrap_world", None)):
+        raise ReleaseError(
+            f"a {release.kind!r} release of {release.metadata.mechanism!r} has no bootstrap"
+        )
+    runs = default_runs(release) if runs is None else int(runs)
     per_release = _CACHE.setdefault(release, {})
+    stored = _stored_for(release, runs, seed)
+    if stored is not None:
+        return _stored_truth(release), stored.releases(release)
     key = (runs, seed)
     if key not in per_release:
-        world: BootstrapWorld = release.bootstrap_world()  # type: ignore[attr-defined]
+        world = release.bootstrap_world()  # type: ignore[attr-defined]
         entropy = seed if seed is not None else int.from_bytes(os.urandom(16), "little")
         rng = np.random.default_rng(entropy)
         per_release[key] = (world.truth, [world.replicate(rng) for _ in range(runs)])
     truth, reps = per_release[key]
     return truth, reps
+
+
+def _stored_for(release: Release, runs: int, seed: int | None) -> Any:
+    """The replicates stored with ``release`` if they are the ``runs`` (and ``seed``) asked for."""
+    stored = getattr(release, "stored_replicates", None)
+    if stored is not None and runs == stored.runs and seed in (None, stored.seed):
+        return stored
+    return None
+
+
+def _stored_truth(release: Release) -> Release:
+    """The bootstrap world's truth (cheap: built from the release; cached on it)."""
+    per_release = _CACHE.setdefault(release, {})
+    if "truth" not in per_release:
+        per_release["truth"] = release.bootstrap_world().truth  # type: ignore[attr-defined]
+    truth: Release = per_release["truth"]
+    return truth
+
+
+def store_bootstrap(release: Release, runs: int = DEFAULT_RUNS, seed: int | None = None) -> None:
+    """Compute ``runs`` bootstrap replicates of ``release`` and attach them, so that
+    :meth:`Release.save` writes them and a loaded release answers without re-running its mechanism
+    (:mod:`dpcube.release.replicates`). ``seed`` (default: drawn from OS entropy) is recorded in
+    the manifest: the replicates are post-processing of the public release, so it is no secret."""
+    from dpcube.release.replicates import StoredReplicates
+
+    if runs < MIN_RUNS:
+        raise ReleaseError(f"runs must be at least {MIN_RUNS} for a bootstrap, got {runs}")
+    seed = int.from_bytes(os.urandom(8), "little") if seed is None else int(seed)
+    release.stored_replicates = None
+    _, reps = bootstrap_replicates(release, runs, seed)
+    release.stored_replicates = StoredReplicates.from_replicates(release, reps, seed)
 
 
 def bootstrap_errors(
@@ -265,8 +404,17 @@ def bootstrap_errors(
     runs: int = DEFAULT_RUNS,
     seed: int | None = None,
 ) -> NDArray[np.float64]:
-    """The (runs, q) bootstrap errors ``replicate answer - bootstrap-world truth``."""
-    truth, reps = _replicates(release, runs, seed)
+    """The (runs, q) bootstrap errors ``replicate answer - bootstrap-world truth``.
+
+    With replicates stored with the release, one vectorised pass over their packed tables where
+    the release kind has one (:meth:`StoredReplicates.answers`), no re-run of the mechanism.
+    """
+    stored = _stored_for(release, runs, seed)
+    if stored is not None:
+        target = np.asarray(_stored_truth(release).answer_many(queries), dtype=np.float64)
+        answers: NDArray[np.float64] = stored.answers(release, queries) - target
+        return answers
+    truth, reps = bootstrap_replicates(release, runs, seed)
     target = np.asarray(truth.answer_many(queries), dtype=np.float64)
     out = np.empty((len(reps), len(target)))
     for b, rep in enumerate(reps):
@@ -322,6 +470,8 @@ def format_answer(answer: float, uncertainty: Uncertainty, i: int) -> str:
         noise = float(uncertainty.noise_sd[i])
         if np.isfinite(noise):
             line += f"; noise sd {_fmt(noise)}, noise only, not the error"
+        if not uncertainty.trusted(i):
+            line += f"; {UNTRUSTED_NOTE}"
         return line + ")"
     reason = uncertainty.reason
     if not reason.startswith("no error estimate"):
@@ -331,13 +481,18 @@ def format_answer(answer: float, uncertainty: Uncertainty, i: int) -> str:
 
 __all__ = [
     "DEFAULT_RUNS",
+    "RELEASE_RUNS",
+    "UNTRUSTED_NOTE",
     "BootstrapWorld",
     "Uncertainty",
     "answer_uncertainty",
     "bootstrap_errors",
+    "bootstrap_replicates",
+    "default_runs",
     "format_answer",
     "integer_truth",
     "rebuild_mechanism",
     "rerun",
+    "store_bootstrap",
     "uncertainty_kind",
 ]

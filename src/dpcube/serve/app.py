@@ -324,17 +324,17 @@ def create_app(
 
     ``max_table_rows``: larger tables are refused (413) before they are built.
     ``allowed_hosts``: the host names a request's ``Host`` may name (None: any).
-    ``runs``/``bootstrap_seed``: replicates of the bootstrap of bootstrap-kind releases (default
+    ``runs``/``bootstrap_seed``: replicates of the bootstrap of bootstrap-kind releases (default:
+    those stored with the release by ``dpcube release --bootstrap-runs``, else
     :data:`dpcube.release.uncertainty.DEFAULT_RUNS`) and their seed (default: OS entropy; the
     bootstrap is post-processing, so a seed changes no guarantee). ``warm``: compute those
     replicates now rather than at the first query.
     """
-    from dpcube.release.uncertainty import DEFAULT_RUNS, MIN_RUNS
+    from dpcube.release.uncertainty import MIN_RUNS
 
     if max_batch < 1 or max_body_bytes < 1 or max_table_rows < 1:
         raise DPCubeError("max_batch, max_body_bytes and max_table_rows must be positive")
-    runs = DEFAULT_RUNS if runs is None else int(runs)
-    if runs < MIN_RUNS:
+    if runs is not None and runs < MIN_RUNS:
         raise DPCubeError(f"runs must be at least {MIN_RUNS}, got {runs}")
     served = load_served(release_dirs, runs=runs, seed=bootstrap_seed)
     if warm:

@@ -43,14 +43,15 @@ REPORT_KEYS = ("report_html", "report_file")
 def warm_bootstrap(release: Release, runs: int, seed: int | None) -> None:
     """Compute ``release``'s bootstrap replicates once, now, and keep them in memory.
 
-    The one place serving touches the replicate cache: today it fills the per-release cache of
+    The one place serving touches the replicate cache: the replicates stored with the release
+    when they are the ``runs`` asked for, else it fills the per-release cache of
     :mod:`dpcube.release.uncertainty` (keyed by ``(runs, seed)``), which every later
     ``release.uncertainty(..., runs=runs, seed=seed)`` on the same release object reuses; swap
     this function if that cache moves.
     """
-    from dpcube.release.uncertainty import _replicates, bootstrap_errors
+    from dpcube.release.uncertainty import bootstrap_errors, bootstrap_replicates
 
-    _replicates(release, runs, seed)
+    bootstrap_replicates(release, runs, seed)  # the stored ones when they are those asked for
     # one answer through every replicate builds their summed-area tables now (kept while they
     # fit in dpcube.release.uncertainty.KEEP_REPLICATE_PREFIX_BYTES), not at the first request
     bootstrap_errors(release, [{}], runs=runs, seed=seed)
@@ -151,9 +152,11 @@ class ServedRelease:
 
     @classmethod
     def load(
-        cls, directory: str | os.PathLike[str], *, runs: int, seed: int | None
+        cls, directory: str | os.PathLike[str], *, runs: int | None, seed: int | None
     ) -> ServedRelease:
-        from dpcube.release.uncertainty import uncertainty_kind
+        """``runs=None``: the bootstrap replicates stored with the release, if any (answers then
+        come from them, nothing is re-run), else :data:`~dpcube.release.uncertainty.DEFAULT_RUNS`."""
+        from dpcube.release.uncertainty import default_runs, uncertainty_kind
 
         path = Path(directory)
         release = load_release(path)
@@ -162,7 +165,7 @@ class ServedRelease:
             name=path.resolve().name,
             directory=path.resolve(),
             release=release,
-            runs=runs,
+            runs=default_runs(release) if runs is None else runs,
             seed=seed,
             error_kind=kind,
             error_reason=reason,
@@ -390,7 +393,7 @@ def _report_paths(directory: Path) -> tuple[Path, ...]:
 
 
 def load_served(
-    release_dirs: Sequence[str | os.PathLike[str]], *, runs: int, seed: int | None
+    release_dirs: Sequence[str | os.PathLike[str]], *, runs: int | None, seed: int | None
 ) -> dict[str, ServedRelease]:
     """Load every release directory once, keyed by folder name; duplicate names are refused."""
     if not release_dirs:

@@ -107,6 +107,35 @@ class CensusRelease(Release):
     #: Why answers need a bootstrap (:mod:`dpcube.release.uncertainty`).
     bootstrap_reason = "consistent, non-negative integer estimate (not linear in the noise)"
 
+    def variance_many(self, queries: Sequence[Mapping[str, Any]]) -> NDArray[np.float64]:
+        """The noise-only variance of each answer: the variance the noise alone gave the region's
+        measured figures for sizes lo..hi, before any post-processing. NOT the answer's error
+        (the consistency, non-negativity and integrality steps change it: see
+        :meth:`bootstrap_world`).
+
+        The noise is the discrete Laplace of each level (``metadata.noise["cell_variance"]``, one
+        variance per level) on the measurement ``metadata.noise["measurement"]``:
+
+        - ``"group_sizes"`` (M_DP, the QPs, TopDown): n^r_s per size, so sizes lo..hi sum
+          ``hi - lo + 1`` independent noises;
+        - ``"cumulative"`` (M_CDP with private post-processed noise, its approximation, the
+          cumulative QP): Gamma(n^r)_s = sum_{s' <= s} n^r_s', so sizes lo..hi are
+          Gamma_hi - Gamma_(lo-1): one noise for lo = 1, else two;
+        - ``"chain"`` (M_CDP's other noise modes): the noise is on chain values that are no
+          region's counts, so NaN (not known).
+        """
+        noise = self.metadata.noise
+        per_level = noise.get("cell_variance")
+        measurement = noise.get("measurement")
+        if not isinstance(per_level, list) or measurement not in ("group_sizes", "cumulative"):
+            return np.full(len(queries), np.nan)
+        out = np.empty(len(queries))
+        for i, q in enumerate(queries):
+            r, lo, hi = self._box(q)
+            cells = hi - lo + 1 if measurement == "group_sizes" else (1 if lo == 1 else 2)
+            out[i] = cells * float(per_level[int(self.hierarchy.level[r]) - 1])
+        return out
+
     def bootstrap_world(self) -> BootstrapWorld:
         """The parametric bootstrap's world: the released leaf-region rows (non-negative integers),
         aggregated up the hierarchy, are the truth; each replicate re-runs the whole mechanism

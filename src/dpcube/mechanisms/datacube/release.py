@@ -8,14 +8,15 @@ answer has the least variance (for a consistent release they all agree). Varianc
   of its source, so a box of n cells has variance ``n * cell_variance[C]`` (eq. 1);
 - ``"l2"`` (L2 consistency): the exact GLS variance of
   :func:`dpcube.mechanisms.datacube.consistency.l2_variance`;
-- ``"unknown"`` (L1/L-infinity consistency, or rounding / clamping): NaN.
+- ``"unknown"`` (L1/L-infinity consistency, or rounding / clamping): NaN; the answers' error is
+  then a parametric bootstrap (:meth:`CuboidRelease.bootstrap_world`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -28,6 +29,9 @@ from dpcube.mechanisms.datacube.lattice import bits, is_subset, rollup, shape
 from dpcube.release.base import Release, ReleaseMetadata, column_numpy
 from dpcube.release.cells import box_sums, prefix_sums
 from dpcube.schema import Schema
+
+if TYPE_CHECKING:
+    from dpcube.release.uncertainty import BootstrapWorld
 
 MODES = ("sources", "l2", "unknown")
 
@@ -217,16 +221,32 @@ class CuboidRelease(Release):
             self._prefix[mask] = prefix_sums(self._cuboids[mask].reshape(self.geometry.shape(mask)))
         return self._prefix[mask]
 
+    def _groups(
+        self, boxes: NDArray[np.int64]
+    ) -> list[tuple[NDArray[np.intp], int, dict[int, int]]]:
+        """Queries grouped by the box size on every axis, with the cuboid that answers them and
+        the constrained counts (:meth:`_resolve` depends on the sizes only, not the positions):
+        a labelled table's rows are one group, resolved once."""
+        sizes = boxes[:, :, 1] - boxes[:, :, 0]
+        if len(sizes) == 0:
+            return []
+        keys, inverse = np.unique(sizes, axis=0, return_inverse=True)
+        out = []
+        for g in range(len(keys)):
+            members = np.flatnonzero(inverse.ravel() == g)
+            mask, selected = self._resolve([tuple(b) for b in boxes[members[0]].tolist()])
+            out.append((members, mask, selected))
+        return out
+
     def answer_many(self, queries: Sequence[Mapping[str, Any]]) -> NDArray[np.float64]:
         boxes = self.boxes(queries)
         out = np.empty(len(queries), dtype=np.float64)
-        for k in range(len(queries)):
-            mask, _ = self._resolve([tuple(b) for b in boxes[k].tolist()])
+        for members, mask, _ in self._groups(boxes):
             axes = self.geometry.schema_axes(mask)
             if not axes:
-                out[k] = float(self._cuboids[mask])
+                out[members] = float(self._cuboids[mask])
                 continue
-            out[k] = float(box_sums(self._prefix_of(mask), boxes[k : k + 1, axes, :])[0])
+            out[members] = box_sums(self._prefix_of(mask), boxes[members][:, axes, :])
         return out
 
     @property
@@ -234,21 +254,68 @@ class CuboidRelease(Release):
         """Whether answers are linear in the noise and unbiased (no consistency, or L2
         consistency; no clamping or rounding): their exact variance is then their error
         (:mod:`dpcube.release.uncertainty`). L1/L-infinity consistency, clamping and rounding
-        have no error estimate yet (no bootstrap for data cubes)."""
+        get a parametric bootstrap instead (:meth:`bootstrap_world`)."""
         return self.mode in ("sources", "l2")
 
-    #: Why a non-linear data cube has no error estimate (:mod:`dpcube.release.uncertainty`).
-    no_estimate_reason = (
-        "clamping, rounding or L1/L-infinity consistency make it non-linear, and data cubes have "
-        "no bootstrap yet"
-    )
+    #: Why a non-linear data cube's answers need a bootstrap (:mod:`dpcube.release.uncertainty`).
+    bootstrap_reason = "clamping, rounding or L1/L-infinity consistency make it non-linear"
+
+    def _world_cuboid(self) -> int | None:
+        """The published cuboid every measured cuboid lies inside (the one with most cells), or
+        None: the bootstrap world is built from it."""
+        covering = [m for m in self._cuboids if all(is_subset(s, m) for s in self._sources)]
+        return max(covering, key=lambda m: self._cuboids[m].size) if covering else None
+
+    @property
+    def bootstrap_unavailable(self) -> str | None:
+        """Why this release has no bootstrap (None when it has one)."""
+        if self.metadata.params.get("measure", "count") != "count":
+            return "a sum measure's bootstrap would need the records' values"
+        if self._world_cuboid() is None:
+            return (
+                "no published cuboid contains every measured cuboid, so the release holds no "
+                "estimate to build a bootstrap world from"
+            )
+        return None
+
+    def bootstrap_world(self) -> BootstrapWorld:
+        """The parametric bootstrap's world: the published cuboid W that contains every measured
+        cuboid, made non-negative whole counts (:func:`~dpcube.release.uncertainty.integer_truth`),
+        placed in the full domain (the attributes outside W at their first bin: the mechanism reads
+        the data only through the measured cuboids, which are roll-ups of W). Each replicate
+        re-runs the whole cube mechanism (noise, consistency, clamping, rounding) on it; the truth
+        of a query is its answer on W. Post-processing of the release: no budget is spent."""
+        from dpcube.histogram import Histogram
+        from dpcube.release.cells import CellRelease
+        from dpcube.release.uncertainty import (
+            BootstrapWorld,
+            integer_truth,
+            rebuild_mechanism,
+            rerun,
+        )
+
+        world = self._world_cuboid()
+        if world is None:
+            raise ReleaseError(f"no bootstrap for this data cube: {self.bootstrap_unavailable}")
+        inside = set(self.geometry.attributes(world))
+        index: list[Any] = []
+        for attribute in self.schema.attributes:  # type: ignore[union-attr]
+            axes = len(attribute.shape)
+            index.extend([slice(None) if attribute.name in inside else 0] * axes)
+        assert self.schema is not None
+        cells = np.zeros(self.schema.shape, dtype=np.int64)
+        cells[tuple(index)] = integer_truth(self._cuboids[world])
+        mechanism = rebuild_mechanism(self.metadata)
+        data = Histogram(self.schema, cells)
+        return BootstrapWorld(
+            CellRelease(self.schema, self.metadata, cells), lambda rng: rerun(mechanism, data, rng)
+        )
 
     def variance_many(self, queries: Sequence[Mapping[str, Any]]) -> NDArray[np.float64]:
         boxes = self.boxes(queries)
         out = np.empty(len(queries), dtype=np.float64)
-        for k in range(len(queries)):
-            mask, selected = self._resolve([tuple(b) for b in boxes[k].tolist()])
-            out[k] = self._box_variance(mask, selected)
+        for members, mask, selected in self._groups(boxes):
+            out[members] = self._box_variance(mask, selected)
         return out
 
     # -- persistence -------------------------------------------------------------------------

@@ -138,6 +138,31 @@ class LeafRelease(Release):
     #: Why answers need a bootstrap (:mod:`dpcube.release.uncertainty`).
     bootstrap_reason = "leaf counts spread under the uniformity assumption (biased)"
 
+    def replicate_answers(
+        self, packed: Mapping[str, pa.Table], runs: int, queries: Sequence[Mapping[str, Any]]
+    ) -> NDArray[np.float64] | None:
+        """The (runs, q) answers of stored bootstrap replicates (:mod:`dpcube.release.replicates`:
+        every replicate's leaves in one table, numbered by ``_replicate``): ``sum_L c_L |Q & L| /
+        |L|`` over all replicates' leaves at once, summed per replicate (the answer of
+        :meth:`answer_boxes` without a summed-area table per replicate). None when that would
+        cost more than a summed-area table per replicate (many queries on many leaves)."""
+        from dpcube.release.replicates import REPLICATE_COLUMN
+
+        t = packed["leaves"]
+        cells = self.shape[0] * self.shape[1]
+        if len(queries) * t.num_rows > 4 * runs * cells:
+            return None
+        r0, r1, c0, c1 = (column_numpy(t, n) for n in ("row0", "row1", "col0", "col1"))
+        area = (r1 - r0).astype(np.float64) * (c1 - c0)
+        weight = column_numpy(t, "count") / area
+        ids = column_numpy(t, REPLICATE_COLUMN)
+        out = np.empty((runs, len(queries)))
+        for i, ((a0, a1), (b0, b1)) in enumerate(self.boxes(queries)):
+            dr = np.clip(np.minimum(r1, a1 + 1) - np.maximum(r0, a0), 0, None)
+            dc = np.clip(np.minimum(c1, b1 + 1) - np.maximum(c0, b0), 0, None)
+            out[:, i] = np.bincount(ids, weights=dr * dc * weight, minlength=runs)
+        return out
+
     def bootstrap_world(self) -> BootstrapWorld:
         """The parametric bootstrap's world: the leaf density Z (every leaf spread over its cells),
         made non-negative whole counts, is the truth; each replicate re-runs the whole mechanism on
@@ -178,6 +203,31 @@ class LeafRelease(Release):
             out[i] = float(np.sum(weight[cut] * frac[cut]))
         return out
 
+    def uniformity_variance_many(
+        self, queries: Sequence[Mapping[str, Any]], kappa: float
+    ) -> NDArray[np.float64]:
+        """A variance for the uniformity error the bootstrap cannot see, per answer.
+
+        A leaf L that the query cuts holds ``n_L`` points (estimated by ``max(c_L, 0)``), a
+        fraction ``p`` of which lie inside the query; the answer assumes ``p = f = |Q & L| / |L|``
+        (area share). Whatever the points' layout, ``p`` lies in [0, 1], so if its mean is ``f``
+        its variance is at most ``f (1 - f)`` (the Bhatia-Davis inequality): ``kappa = 0`` gives
+        that bound. A Beta(kappa f, kappa (1 - f)) model of ``p`` gives ``f (1 - f) / (kappa +
+        1)`` (``kappa = 1``: half the bound; large ``kappa``: points close to uniform). Leaves the
+        query does not cut have ``f`` 0 or 1 and add nothing; leaves are taken as independent:
+        ``sum_L max(c_L, 0)^2 f_L (1 - f_L) / (kappa + 1)``.
+        """
+        boxes = self.boxes(queries)
+        area = (
+            (self.rects[:, 1] - self.rects[:, 0]) * (self.rects[:, 3] - self.rects[:, 2])
+        ).astype(np.float64)
+        weight = np.clip(np.asarray(self.leaf_counts, dtype=np.float64), 0.0, None) ** 2
+        out = np.zeros(len(boxes))
+        for i, ((a0, a1), (b0, b1)) in enumerate(boxes):
+            frac = _overlap(self.rects, a0, a1 + 1, b0, b1 + 1) / area
+            out[i] = float(np.sum(weight * frac * (1.0 - frac))) / (kappa + 1.0)
+        return out
+
     def variance_many(self, queries: Sequence[Mapping[str, Any]]) -> NDArray[np.float64]:
         """The noise-only variance of each answer (independent leaf noises); NOT the answer's
         error, which also holds the uniformity assumption's bias (see ``bootstrap_world``)."""
@@ -195,7 +245,7 @@ class LeafRelease(Release):
 
     def table_cells(
         self, attributes: Sequence[str] | None = None, where: Mapping[str, Any] | None = None
-    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    ) -> tuple[dict[str, Any], Sequence[Mapping[str, Any]]]:
         """One row per leaf (its latitude/longitude bounds; the query of exactly its grid
         cells), or with ``attributes``/``where`` the grid cells (:meth:`Release.table_cells`)."""
         if attributes is not None or where:
