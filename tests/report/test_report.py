@@ -348,6 +348,7 @@ def test_bootstrap_runs_are_stated_and_saved_replicates_preferred(
     `dpcube report --runs` sets them; replicates saved with a release are used as saved."""
     from types import SimpleNamespace
 
+    from dpcube.release.uncertainty import RELEASE_RUNS
     from dpcube.report.sections import RELEASE_REPORT_RUNS, ReportOptions, bootstrap_arguments
 
     schema = tmp_path / "loc.yaml"
@@ -363,7 +364,12 @@ def test_bootstrap_runs_are_stated_and_saved_replicates_preferred(
     argv = ["release", str(tmp_path / "points.csv"), "--schema", str(schema), "--mechanism",
             "ug", "--epsilon", "1", "--seed", "2", "--out", str(rel), "--ledger-dir",
             str(tmp_path / "l"), "--total-epsilon", "10"]  # fmt: skip
+    # by default the release stores RELEASE_RUNS replicates and its report uses those
     assert main(argv) == 0
+    text = (rel / "report.html").read_text()
+    assert f"interval from {RELEASE_RUNS} re-runs" in text
+    # without stored replicates, the report computes the fewest and says they are coarse
+    assert main([*argv, "--overwrite", "--bootstrap-runs", "0"]) == 0
     text = (rel / "report.html").read_text()
     assert f"interval from {RELEASE_REPORT_RUNS} re-runs" in text and "coarse" in text
     assert main(["report", str(rel), "--runs", "30", "--bootstrap-seed", "4"]) == 0

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from dpcube.errors import QueryError
-from dpcube.linalg.boxes import FEW_BOXES, box_sums, prefix_sums
+from dpcube.linalg.summed_area import FEW_BOXES, box_sums, prefix_sums
 from dpcube.schema import Schema
 from dpcube.serve.served import RememberingAttribute, remembering_schema
 
@@ -70,7 +70,7 @@ def test_warm_bootstrap_keeps_replicate_tables_within_the_memory_limit(
 
     served = ServedRelease.load(release_dirs["grid"], runs=RUNS, seed=3)
     served.warm()
-    _, replicates = uncertainty._replicates(served.release, RUNS, 3)
+    _, replicates = uncertainty.bootstrap_replicates(served.release, RUNS, 3)
     assert len(replicates) == RUNS
     assert all(getattr(r, "_prefix", None) is not None for r in replicates)  # kept: small
     first = served.answer([{"loc": {"bins": [[0, 2], [1, 5]]}}], 0.9)

@@ -258,7 +258,7 @@ def cmd_release(args: argparse.Namespace) -> int:
     check_output_directory(args.out, args.overwrite)  # again, right before the charge
     with progress.step(f"releasing with {args.mechanism}"):
         release = mechanism.release(data, random_state=args.seed, ledger=ledger)
-    bootstrap_note = _store_bootstrap(release, args.bootstrap_runs)
+    bootstrap_note = _store_bootstrap(release, args.bootstrap_runs, args.seed)
     out = release.save(args.out, overwrite=args.overwrite)
     report = None if args.no_report else _write_report(out, args.seed)
     if curator_log is not None:
@@ -328,9 +328,10 @@ def _write_report(out: Path, seed: int | None) -> Path | None:
         return None
 
 
-def _store_bootstrap(release: Any, runs: int | None) -> str:
+def _store_bootstrap(release: Any, runs: int | None, seed: int | None) -> str:
     """Store ``runs`` bootstrap replicates with a release whose error is a bootstrap (default
-    :data:`~dpcube.release.uncertainty.RELEASE_RUNS`); a note for the user, or "".
+    :data:`~dpcube.release.uncertainty.RELEASE_RUNS`); a note for the user, or "". A seeded
+    release seeds its replicates too, so that the whole release directory is reproducible.
 
     Runs after the charge, on the public release only: a failure here must not lose the release
     it has paid for, so it is reported as a note and the release is saved without replicates.
@@ -347,7 +348,7 @@ def _store_bootstrap(release: Any, runs: int | None) -> str:
         return ""
     try:
         with progress.step(f"computing {runs} bootstrap replicates (no budget spent)"):
-            store_bootstrap(release, runs)
+            store_bootstrap(release, runs, seed)
     except Exception as exc:  # the release is paid for: save it whatever happens here
         release.stored_replicates = None
         return (

@@ -10,7 +10,7 @@ import pyarrow as pa
 from numpy.typing import NDArray
 
 from dpcube.errors import ReleaseError
-from dpcube.linalg.boxes import box_sums, prefix_sums
+from dpcube.linalg.summed_area import box_sums, prefix_sums
 from dpcube.release.base import Release, ReleaseMetadata, column_numpy
 from dpcube.release.variance import VarianceModel, load_variance_model
 from dpcube.schema import Schema

@@ -198,7 +198,8 @@ def register(sub: Any) -> None:
         "--runs",
         type=int,
         default=None,
-        help="bootstrap replicates of spatial/census releases (computed once at start-up)",
+        help="bootstrap replicates of spatial/census releases (default: those stored with the "
+        "release, else 200; computed once at start-up when not stored)",
     )
     p.add_argument(
         "--bootstrap-seed", type=int, default=None, help="seed of the bootstrap replicates"
