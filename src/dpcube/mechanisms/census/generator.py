@@ -14,6 +14,8 @@ the persons never reach Python.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -77,6 +79,27 @@ def persons_sql(relation: str = "groups") -> str:
     )
 
 
+def leaf_groups(table: GroupSizeTable) -> Any:
+    """The (region, size, count) rows of the leaf regions with groups: the input of
+    :func:`persons_sql` (a pandas DataFrame).
+
+    >>> leaf_groups(census_table(scale=1e-5, max_size=3, seed=0)).columns.tolist()
+    ['region', 'size', 'count']
+    """
+    import pandas as pd
+
+    h = table.hierarchy
+    leaf = table.counts[h.leaves]
+    r, s = np.nonzero(leaf)
+    return pd.DataFrame(
+        {
+            "region": np.asarray(h.names[h.leaves], dtype=object)[r],
+            "size": s + 1,
+            "count": leaf[r, s],
+        }
+    )
+
+
 def regroup_through_duckdb(table: GroupSizeTable, threads: int | None = None) -> GroupSizeTable:
     """Rebuild ``table`` from its persons, generated and grouped inside DuckDB.
 
@@ -89,25 +112,15 @@ def regroup_through_duckdb(table: GroupSizeTable, threads: int | None = None) ->
     True
     """
     import duckdb
-    import pandas as pd
 
     from dpcube.engine.duckdb_engine import SQL
     from dpcube.mechanisms.census.table import group_sizes
 
     h = table.hierarchy
-    leaf = table.counts[h.leaves]
-    r, s = np.nonzero(leaf)
-    frame = pd.DataFrame(
-        {
-            "region": np.asarray(h.names[h.leaves], dtype=object)[r],
-            "size": s + 1,
-            "count": leaf[r, s],
-        }
-    )
     con = duckdb.connect()
     if threads:
         con.execute(f"SET threads = {int(threads)}")
-    con.register("groups_frame", frame)
+    con.register("groups_frame", leaf_groups(table))
     con.execute("CREATE TABLE groups AS SELECT row_number() OVER () AS id, * FROM groups_frame")
     parents = {n: (None if p < 0 else h.names[p]) for n, p in zip(h.names, h.parent, strict=True)}
     return group_sizes(
