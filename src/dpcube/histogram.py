@@ -93,7 +93,7 @@ def histogram(
     schema: Schema,
     *,
     on_out_of_domain: OutOfDomainPolicy = "error",
-    engine: str | Engine = "duckdb",
+    engine: str | Engine | None = None,
     max_cells: int | None = None,
     dataset: str | None = None,
     show_values: bool = False,
@@ -101,8 +101,9 @@ def histogram(
     """Count the records of ``source`` in every cell of ``schema``'s domain.
 
     ``source`` is a CSV/Parquet/JSON path (or a directory of Parquet files), a pandas or Polars
-    DataFrame, an Arrow table, a DuckDB relation or :class:`dpcube.SQL`. Binning and grouping run
-    in the engine (DuckDB by default); rows never become Python objects.
+    DataFrame, an Arrow table, a DuckDB relation, :class:`dpcube.SQL` or a Spark DataFrame. Binning
+    and grouping run in the engine (``"duckdb"`` or ``"spark"``; by default Spark for a Spark
+    DataFrame and DuckDB otherwise); rows never become Python objects.
 
     The histogram carries its data set's identity, which selects the budget ledger a release
     charges: ``dataset=NAME`` names it, otherwise it is the fingerprint of the records
@@ -117,7 +118,7 @@ def histogram(
             f"on_out_of_domain must be one of {', '.join(POLICIES)}, got {on_out_of_domain!r}"
         )
     schema.check_materialisable(max_cells)
-    counts, report = get_engine(engine).histogram(
+    counts, report = get_engine(engine, source).histogram(
         source, schema, on_out_of_domain=on_out_of_domain, show_values=show_values
     )
     return Histogram(schema, counts, report, dataset=data_set_identity(source, dataset))
@@ -126,14 +127,11 @@ def histogram(
 def data_set_identity(source: Any, name: str | None = None) -> str | None:
     """``name:<name>`` when the curator names the data set, else the fingerprint of ``source``.
 
-    ``None`` for a source DuckDB cannot scan (a Spark DataFrame): such a histogram needs an
-    explicit ``ledger=``, a ``dataset=`` name or ``account=False`` to be released.
+    A Spark DataFrame's fingerprint is computed on Spark, equal to that of its CSV or Parquet file.
     """
     from dpcube.engine import fingerprint
     from dpcube.privacy.accounting import name_identity
 
     if name:
         return name_identity(name)
-    if type(source).__module__.split(".")[0] == "pyspark":
-        return None
     return fingerprint(source)

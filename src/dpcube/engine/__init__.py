@@ -1,4 +1,8 @@
-"""Engines that turn data sources into counts: DuckDB (embedded, the default) and Spark."""
+"""Engines that turn data sources into counts: DuckDB (embedded, the default) and Spark.
+
+Every counting path (:mod:`dpcube.engine.counting`) runs on either; a Spark DataFrame is counted
+on Spark unless an engine is named.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +11,30 @@ from typing import Any
 from dpcube.engine.base import POLICIES, Engine, OutOfDomainPolicy
 from dpcube.errors import DataError
 
+ENGINES: tuple[str, ...] = ("duckdb", "spark")
 
-def get_engine(name: str | Engine = "duckdb") -> Engine:
-    """The engine called ``name`` (``"duckdb"`` or ``"spark"``), or ``name`` itself if it is one."""
+
+def is_spark_frame(source: Any) -> bool:
+    """Whether ``source`` is a Spark DataFrame (told without importing pyspark).
+
+    >>> is_spark_frame("people.csv")
+    False
+    """
+    return any(
+        k.__name__ == "DataFrame" and k.__module__.startswith("pyspark.sql")
+        for k in type(source).__mro__
+    )
+
+
+def get_engine(name: str | Engine | None = None, source: Any = None) -> Engine:
+    """The engine called ``name`` (``"duckdb"`` or ``"spark"``), or ``name`` itself if it is one.
+
+    With ``name=None`` the engine suits ``source``: Spark for a Spark DataFrame, else DuckDB.
+    """
     if isinstance(name, Engine):
         return name
+    if name is None:
+        name = "spark" if is_spark_frame(source) else "duckdb"
     if name == "duckdb":
         from dpcube.engine.duckdb_engine import DuckDBEngine
 
@@ -20,14 +43,27 @@ def get_engine(name: str | Engine = "duckdb") -> Engine:
         from dpcube.engine.spark_engine import SparkEngine
 
         return SparkEngine()
-    raise DataError(f"unknown engine {name!r}; available: duckdb, spark")
+    raise DataError(f"unknown engine {name!r}; available: {', '.join(ENGINES)}")
 
 
 def fingerprint(source: Any) -> str:
-    """The identity of a data set's records (:func:`dpcube.engine.duckdb_engine.fingerprint`)."""
+    """The identity of a data set's records (:func:`dpcube.engine.duckdb_engine.fingerprint`);
+    a Spark DataFrame's is computed on Spark to the same definition."""
+    if is_spark_frame(source):
+        from dpcube.engine.spark_engine import fingerprint as _spark_fingerprint
+
+        return _spark_fingerprint(source)
     from dpcube.engine.duckdb_engine import fingerprint as _fingerprint
 
     return _fingerprint(source)
 
 
-__all__ = ["POLICIES", "Engine", "OutOfDomainPolicy", "fingerprint", "get_engine"]
+__all__ = [
+    "ENGINES",
+    "POLICIES",
+    "Engine",
+    "OutOfDomainPolicy",
+    "fingerprint",
+    "get_engine",
+    "is_spark_frame",
+]

@@ -12,18 +12,22 @@ frequency matrix, applying the out-of-domain policy:
   the count per attribute is reported (NULLs and unknown categories still raise).
 
 DuckDB (:mod:`dpcube.engine.duckdb_engine`) is the embedded default; a Spark engine implements
-the same method.
+the same methods; every counting path runs on either (:mod:`dpcube.engine.counting`).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Literal
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
 
 from dpcube.schema import Schema
+
+if TYPE_CHECKING:
+    from dpcube.engine.sql import Table
 
 OutOfDomainPolicy = Literal["error", "drop", "clip"]
 POLICIES: tuple[str, ...] = ("error", "drop", "clip")
@@ -44,6 +48,15 @@ def policy_report(
 
 class Engine(ABC):
     name: str
+
+    @abstractmethod
+    def open(
+        self, source: Any, text_columns: tuple[str, ...] = (), numeric_columns: tuple[str, ...] = ()
+    ) -> AbstractContextManager[Table]:
+        """``source`` opened as a :class:`~dpcube.engine.sql.Table` (SQL over ``src``).
+
+        ``text_columns`` are read as text from a CSV file (the columns of nominal attributes);
+        ``numeric_columns`` as numbers from a CSV file with a header and no rows."""
 
     @abstractmethod
     def histogram(

@@ -20,9 +20,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpcube.engine.base import Engine, OutOfDomainPolicy
-from dpcube.engine.sql import DUCKDB, axis_expressions, fill_counts, offending_values_sql
+from dpcube.engine.counting import histogram_counts
+from dpcube.engine.sql import DUCKDB, axis_expressions, schema_column_kinds
 from dpcube.errors import DataError
-from dpcube.schema import Nominal, Schema
+from dpcube.schema import Schema
 
 __all__ = [
     "SQL",
@@ -46,7 +47,10 @@ class SQL:
 
 
 class SourceView:
-    """A data source opened in DuckDB: run SQL over it as the relation ``src``."""
+    """A data source opened in DuckDB: run SQL over it as the relation ``src``
+    (a :class:`dpcube.engine.sql.Table`)."""
+
+    dialect = DUCKDB
 
     def __init__(self, con: duckdb.DuckDBPyConnection, relation: duckdb.DuckDBPyRelation) -> None:
         self.con = con
@@ -62,6 +66,12 @@ class SourceView:
     def columns(self) -> dict[str, str]:
         return dict(zip(self.relation.columns, (str(t) for t in self.relation.types), strict=True))
 
+    def rows(self, query: str) -> list[tuple[Any, ...]]:
+        return self.sql(query).fetchall()
+
+    def arrays(self, query: str) -> dict[str, NDArray[Any]]:
+        return {k: np.asarray(v) for k, v in self.sql(query).fetchnumpy().items()}
+
 
 def _library_message(exc: BaseException) -> str:
     """The first line of a library's error message, without its type prefix."""
@@ -70,9 +80,9 @@ def _library_message(exc: BaseException) -> str:
 
 
 @contextmanager
-def reading(source: Any) -> Iterator[None]:
+def reading(source: Any, name_errors: bool = True) -> Iterator[None]:
     """Turn DuckDB's errors while reading ``source`` into one :class:`DataError` naming it;
-    a path's :class:`DataError` gets the path in front."""
+    a path's :class:`DataError` gets the path in front (when ``name_errors``)."""
     name = f"data file {str(source)!r}" if isinstance(source, str | os.PathLike) else "the data"
     try:
         yield
@@ -82,7 +92,7 @@ def reading(source: Any) -> Iterator[None]:
             f"{name} is not readable{' as ' + fmt if fmt else ''}: {_library_message(exc)}"
         ) from exc
     except DataError as exc:
-        if not isinstance(source, str | os.PathLike) or str(source) in str(exc):
+        if not name_errors or not isinstance(source, str | os.PathLike) or str(source) in str(exc):
             raise
         raise DataError(f"{name}: {exc}") from exc
 
@@ -178,6 +188,11 @@ def open_source(
                 relation = _read_path(con, Path(source), text_columns, numeric_columns)
         else:
             module = type(source).__module__.split(".")[0]
+            if module == "pyspark":
+                raise DataError(
+                    "DuckDB cannot read a Spark DataFrame: count it on Spark (engine='spark', "
+                    "or leave engine unset), or pass a path or a pandas/Polars DataFrame"
+                )
             if module not in ("pandas", "polars", "pyarrow"):
                 raise DataError(
                     f"cannot read a {type(source).__name__} as data: pass a path (CSV/Parquet), a pandas or "
@@ -195,6 +210,18 @@ class DuckDBEngine(Engine):
 
     name = "duckdb"
 
+    @contextmanager
+    def open(
+        self, source: Any, text_columns: tuple[str, ...] = (), numeric_columns: tuple[str, ...] = ()
+    ) -> Iterator[SourceView]:
+        """``source`` as a :class:`SourceView`; DuckDB's errors, then and while it is read, become
+        one :class:`DataError` naming it (:func:`reading`)."""
+        with (
+            reading(source, name_errors=False),
+            open_source(source, text_columns, numeric_columns) as view,
+        ):
+            yield view
+
     def histogram(
         self,
         source: Any,
@@ -203,36 +230,8 @@ class DuckDBEngine(Engine):
         on_out_of_domain: OutOfDomainPolicy = "error",
         show_values: bool = False,
     ) -> tuple[NDArray[np.int64], dict[str, Any]]:
-        nominal = tuple(a.column for a in schema.attributes if isinstance(a, Nominal))
-        numeric = tuple(
-            c for a in schema.attributes if not isinstance(a, Nominal) for c in a.columns
-        )
-        with reading(source), open_source(source, nominal, numeric) as view:
-            exprs = axis_expressions(
-                schema, view.columns, DUCKDB, lambda sql: view.sql(sql).fetchall()[0]
-            )
-            select = ", ".join(f"{e} AS a{i}" for i, e in enumerate(exprs))
-            keys = ", ".join(f"a{i}" for i in range(len(exprs)))
-            result = view.sql(
-                f"SELECT {select}, count(*) AS n FROM src GROUP BY {keys}"
-            ).fetchnumpy()
-            codes = np.stack(
-                [np.asarray(result[f"a{i}"], dtype=np.int64) for i in range(len(exprs))], axis=1
-            )
-            n = np.asarray(result["n"], dtype=np.int64)
-
-            def examples(axis: int, code: int) -> list[tuple[Any, int]]:
-                attr_columns = schema[schema.axes[axis][0]].columns
-                rows = view.sql(
-                    offending_values_sql(attr_columns, exprs[axis], code, DUCKDB)
-                ).fetchall()
-                return [
-                    (r[0] if len(attr_columns) == 1 else tuple(r[:-1]), int(r[-1])) for r in rows
-                ]
-
-            return fill_counts(
-                schema, codes, n, on_out_of_domain, examples if show_values else None
-            )
+        with reading(source), self.open(source, *schema_column_kinds(schema)) as view:
+            return histogram_counts(view, schema, on_out_of_domain, show_values)
 
 
 # -- data set identity --------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -49,6 +49,30 @@ class Dialect:
             return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
         return "'" + value.replace("'", "''") + "'"
 
+    @property
+    def text_type(self) -> str:
+        """The type to CAST a value to for its text."""
+        return "STRING" if self.name == "spark" else "VARCHAR"
+
+    def text(self, expr: str) -> str:
+        """SQL for the text of ``expr``.
+
+        >>> SPARK.text("x"), DUCKDB.text("x")
+        ('CAST(x AS STRING)', 'CAST(x AS VARCHAR)')
+        """
+        return f"CAST({expr} AS {self.text_type})"
+
+    def grouping_id(self, columns: list[str]) -> str:
+        """The bit mask of the ``columns`` aggregated away in a GROUPING SETS row, the first column
+        the most significant bit (DuckDB's ``GROUPING(a, b)`` is Spark's ``grouping_id(a, b)``).
+
+        >>> SPARK.grouping_id(["b0", "b2"]), DUCKDB.grouping_id([])
+        ('grouping_id(b0, b2)', '0')
+        """
+        if not columns:
+            return "0"
+        return f"{'grouping_id' if self.name == 'spark' else 'GROUPING'}({', '.join(columns)})"
+
     def category_position(self, column: str, categories: tuple[str, ...]) -> str:
         """0-based position of the column's text among the categories, or -1 (BELOW)."""
         cats = ", ".join(self.literal(x) for x in categories)
@@ -65,6 +89,37 @@ DUCKDB = Dialect(
     ),
 )  # fmt: skip
 SPARK = Dialect("spark", ("TINYINT", "SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE", "DECIMAL"))
+
+
+class Table(Protocol):
+    """A data source opened in an engine: SQL in its dialect runs over it as the relation ``src``.
+
+    Each engine adapts its own handle to this (DuckDB's :class:`~dpcube.engine.duckdb_engine.SourceView`,
+    Spark's :class:`~dpcube.engine.spark_engine.SparkTable`), so every counting path
+    (:mod:`dpcube.engine.counting`) is written once.
+    """
+
+    dialect: Dialect
+
+    @property
+    def columns(self) -> dict[str, str]:
+        """Column name -> SQL type (as the engine spells it)."""
+        ...
+
+    def rows(self, query: str) -> list[tuple[Any, ...]]:
+        """The (few) result rows of ``query``."""
+        ...
+
+    def arrays(self, query: str) -> dict[str, NDArray[Any]]:
+        """The result of ``query`` column by column (aggregates only: at most one row per cell)."""
+        ...
+
+
+def schema_column_kinds(schema: Schema) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The columns a schema reads as text (nominal) and as numbers (ordinal, spatial)."""
+    nominal = tuple(a.column for a in schema.attributes if isinstance(a, Nominal))
+    numeric = tuple(c for a in schema.attributes if not isinstance(a, Nominal) for c in a.columns)
+    return nominal, numeric
 
 
 def _number(x: float) -> str:

@@ -4,20 +4,23 @@
 region of the hierarchy (internal rows are sums of their children). G, the number of groups, is
 public (spec section 1.5), as are the units and their regions.
 
-:func:`group_sizes` builds the table from person-level data in DuckDB (group by unit, then by
-region and size): the persons never reach Python.
+:func:`group_sizes` builds the table from person-level data in DuckDB or Spark (group by unit,
+then by region and size): the persons never reach Python.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from dpcube.errors import DataError
 from dpcube.mechanisms.census.hierarchy import RegionHierarchy
+
+if TYPE_CHECKING:
+    from dpcube.engine import Engine
 
 
 @dataclass
@@ -144,11 +147,15 @@ def group_sizes(
     top_code: bool = False,
     dataset: str | None = None,
     show_values: bool = False,
+    engine: str | Engine | None = None,
 ) -> GroupSizeTable:
-    """Group-size table of person-level data (spec section 1.1), computed in DuckDB.
+    """Group-size table of person-level data (spec section 1.1), counted in ``engine``.
 
     ``source`` is anything :func:`dpcube.engine.duckdb_engine.open_source` reads (a CSV/Parquet
-    path, a DataFrame, an Arrow table, a DuckDB relation, :class:`dpcube.SQL`); each row is one
+    path, a DataFrame, an Arrow table, a DuckDB relation, :class:`dpcube.SQL`) or a Spark
+    DataFrame (counted on Spark; ``engine="spark"`` counts a path there too): units are grouped
+    (unit -> size, region) and then counted per (region, size) by the engine
+    (:func:`dpcube.engine.counting.group_size_counts`), and only that small table comes back; each row is one
     person with a unit (group) id ``unit`` and a leaf region ``region``. ``hierarchy`` is a
     :class:`RegionHierarchy`, a path to a hierarchy file, or a ``{region: parent}`` mapping.
 
@@ -158,8 +165,10 @@ def group_sizes(
     ``show_values=True`` (CLI ``--show-values``). ``dataset`` names the data set for its budget
     ledger (default: the fingerprint of ``source``).
     """
-    from dpcube.engine.duckdb_engine import open_source
-    from dpcube.engine.sql import DUCKDB
+    import pandas as pd
+
+    from dpcube.engine import get_engine
+    from dpcube.engine.counting import group_size_counts
 
     if isinstance(hierarchy, RegionHierarchy):
         h = hierarchy
@@ -169,38 +178,9 @@ def group_sizes(
         h = RegionHierarchy.from_file(hierarchy)
     if int(max_size) < 1:
         raise DataError(f"max_size must be at least 1, got {max_size}")
-    u, r = DUCKDB.ident(unit), DUCKDB.ident(region)
-    with open_source(source) as view:
-        for col in (unit, region):
-            if col not in view.columns:
-                raise DataError(f"column {col!r} not in the data (columns: {list(view.columns)})")
-        nulls = view.sql(f"SELECT count(*) FROM src WHERE {u} IS NULL OR {r} IS NULL").fetchall()[0]
-        if nulls[0]:
-            raise DataError(
-                f"{nulls[0]} rows have a NULL {unit!r} or {region!r}; drop or fill them"
-            )
-        units = (
-            f"SELECT {u} AS unit, min(CAST({r} AS VARCHAR)) AS region, "
-            f"max(CAST({r} AS VARCHAR)) AS region2, count(*) AS size FROM src GROUP BY {u}"
-        )
-        rows = view.sql(
-            f"SELECT unit, region, region2, count(*) OVER () FROM ({units}) "
-            "WHERE region <> region2 LIMIT 1"
-        ).fetchall()
-        if rows:
-            bad = rows[0]
-            example = (
-                f", e.g. unit {bad[0]!r} in {bad[1]!r} and {bad[2]!r}"
-                if show_values
-                else " (ids not shown: they are private; show_values=True or --show-values names one)"
-            )
-            raise DataError(
-                f"{bad[3]:,} units (column {unit!r}) span several leaf regions of column "
-                f"{region!r}{example}; each group must lie in exactly one leaf region"
-            )
-        frame = view.sql(
-            f"SELECT region, size, count(*) AS count, sum(size) AS persons FROM ({units}) GROUP BY region, size"
-        ).df()
+    with get_engine(engine, source).open(source) as persons:
+        frame = pd.DataFrame(group_size_counts(persons, unit, region, show_values))
+    frame["region"] = frame["region"].astype(str)
     unknown = sorted(set(frame["region"].astype(str)) - set(h.names))
     if unknown:
         named = (

@@ -1,8 +1,9 @@
 """True counts of the measured cuboids (spec 2.4; issue part 2, counting at scale).
 
 From a :class:`dpcube.Histogram` the base cuboid is in memory and every cuboid is a roll-up. From a
-data source the cuboids are counted by DuckDB in one pass, ``GROUP BY GROUPING SETS`` over the bin
-codes of :func:`dpcube.engine.duckdb_engine.axis_expressions`, so only the measured cuboids are
+data source the cuboids are counted by the engine (DuckDB, or Spark: the same SQL) in one pass,
+``GROUP BY GROUPING SETS`` over the bin codes of :func:`dpcube.engine.sql.axis_expressions`
+(:func:`dpcube.engine.counting.cuboid_counts`), so only the measured cuboids are
 ever materialised: a cube whose base cuboid has 10^9 cells works when only lower cuboids are
 measured. Rows with a NULL or out-of-domain value follow the same policies as
 :func:`dpcube.histogram` (``error``, ``drop``, ``clip``) and are treated the same way in every
@@ -18,23 +19,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcube.engine.base import POLICIES, policy_report
-from dpcube.engine.duckdb_engine import axis_expressions, open_source
-from dpcube.engine.sql import (
-    ABOVE,
-    BELOW,
-    DUCKDB,
-    NULL,
-    Problem,
-    offending_values_sql,
-    out_of_domain_error,
-)
-from dpcube.errors import DataError
+from dpcube.engine import Engine, get_engine
+from dpcube.engine.counting import check_policy, cuboid_counts
 from dpcube.histogram import Histogram
 from dpcube.mechanisms.datacube.geometry import CubeGeometry
 from dpcube.mechanisms.datacube.lattice import is_subset, rollup, shape
 from dpcube.mechanisms.datacube.measures import SumMeasure
-from dpcube.schema import Nominal
 
 
 def counts_from_histogram(
@@ -66,8 +56,10 @@ def counts_from_source(
     on_out_of_domain: str = "error",
     weight: SumMeasure | None = None,
     show_values: bool = False,
+    engine: str | Engine | None = None,
 ) -> tuple[dict[int, NDArray[np.int64]], dict[str, Any]]:
-    """Count the cuboids ``masks`` of ``source`` with one DuckDB GROUPING SETS query.
+    """Count the cuboids ``masks`` of ``source`` with one GROUPING SETS query in ``engine``
+    (:func:`dpcube.engine.counting.cuboid_counts`; DuckDB, or Spark for a Spark DataFrame).
 
     With ``weight`` each cell holds the sum of the rows' measure values (rounded to integers and
     clipped to the measure's bounds, spec 8.3) instead of their number; a row whose measure is
@@ -77,141 +69,17 @@ def counts_from_source(
 
     Returns the cuboids (lattice layout) and the data report of :func:`dpcube.engine.base.policy_report`.
     """
-    if on_out_of_domain not in POLICIES:
-        raise DataError(
-            f"on_out_of_domain must be one of {', '.join(POLICIES)}, got {on_out_of_domain!r}"
-        )
-    schema = geo.schema
+    check_policy(on_out_of_domain)
     lat = geo.lattice
-    with open_source(source) as view:
-        exprs = axis_expressions(
-            schema, view.columns, DUCKDB, lambda sql: view.sql(sql).fetchall()[0]
+    unique = sorted(set(masks))
+    sets = {mask: tuple(geo.schema_axes(mask)) for mask in unique}
+    with get_engine(engine, source).open(source) as table:
+        cuboids, report = cuboid_counts(
+            table, geo.schema, list(sets.values()), on_out_of_domain, weight, show_values
         )
-        axis_attr = [schema[name] for name, _ in schema.axes]
-        codes = ", ".join(f"{e} AS a{i}" for i, e in enumerate(exprs))
-        measure_report: dict[str, Any] = {}
-        if weight is not None:
-            if weight.column not in view.columns:
-                raise DataError(
-                    f"measure column {weight.column!r} is not in the data; columns: "
-                    f"{', '.join(view.columns)}"
-                )
-            raw = f'TRY_CAST("{weight.column.replace(chr(34), chr(34) * 2)}" AS DOUBLE)'
-            nulls, clipped_values = view.sql(
-                f"SELECT count(*) FILTER (WHERE {raw} IS NULL), "
-                f"count(*) FILTER (WHERE round({raw}) < {weight.low} OR round({raw}) > {weight.high}) "
-                "FROM src"
-            ).fetchall()[0]
-            if nulls and on_out_of_domain != "drop":
-                raise DataError(
-                    f"measure column {weight.column!r}: {int(nulls)} rows are NULL or not numbers; "
-                    "drop them with on_out_of_domain='drop' or fill them"
-                )
-            measure_report = {
-                "measure": {
-                    "column": weight.column,
-                    "null": int(nulls),
-                    "clipped": int(clipped_values),
-                }
-            }
-            # greatest/least skip NULLs, so a NULL measure must stay NULL explicitly
-            clip = f"least(greatest(round({raw}), {weight.low}), {weight.high})"
-            codes += f", CASE WHEN {raw} IS NULL THEN NULL ELSE CAST({clip} AS BIGINT) END AS w"
-        summary = ", ".join(
-            f"count(*) FILTER (WHERE a{i} = {code})"
-            for i in range(len(exprs))
-            for code in (BELOW, NULL, ABOVE)
-        )
-        row = view.sql(f"SELECT count(*), {summary} FROM (SELECT {codes} FROM src)").fetchall()[0]
-        rows = int(row[0])
-        bad = np.array(row[1:], dtype=np.int64).reshape(len(exprs), 3)
-        clipped: dict[str, int] = {}
-        dropped: dict[str, int] = {}
-        keys = [f"a{i}" for i in range(len(exprs))]
-        problems: list[Problem] = []
-        for i, attr in enumerate(axis_attr):
-            by_code: dict[int, int] = {}
-            for j, code in enumerate((BELOW, NULL, ABOVE)):
-                count = int(bad[i, j])
-                if not count:
-                    continue
-                can_clip = code in (BELOW, ABOVE) and not isinstance(attr, Nominal)
-                if on_out_of_domain == "error" or (on_out_of_domain == "clip" and not can_clip):
-                    by_code[code] = count
-                elif on_out_of_domain == "clip":
-                    clipped[attr.name] = clipped.get(attr.name, 0) + count
-                    top = schema.shape[i] - 1
-                    keys[i] = (
-                        f"(CASE WHEN a{i} = {BELOW} THEN 0 WHEN a{i} = {ABOVE} THEN {top} ELSE a{i} END)"
-                    )
-                else:
-                    dropped[attr.name] = dropped.get(attr.name, 0) + count
-            if by_code:
-                problems.append((i, attr, schema.axes[i][1], by_code))
-        if problems:
-            uncovered = " OR ".join(
-                f"a{i} IN ({', '.join(str(c) for c in by_code)})" for i, _, _, by_code in problems
-            )
-            affected = view.sql(
-                f"SELECT count(*) FROM (SELECT {codes} FROM src) WHERE {uncovered}"
-            ).fetchall()[0][0]
-
-            def examples(axis: int, code: int) -> list[tuple[Any, int]]:
-                columns = axis_attr[axis].columns
-                found = view.sql(
-                    offending_values_sql(columns, exprs[axis], code, DUCKDB)
-                ).fetchall()
-                return [(r[0] if len(r) == 2 else tuple(r[:-1]), int(r[-1])) for r in found]
-
-            raise out_of_domain_error(
-                problems,
-                rows=rows,
-                affected=int(affected),
-                examples=examples if show_values else None,
-            )
-        binned = ", ".join(f"{k} AS b{i}" for i, k in enumerate(keys)) + (
-            ", w" if weight is not None else ""
-        )
-        sets = ", ".join(
-            "(" + ", ".join(f"b{i}" for i in geo.schema_axes(mask)) + ")"
-            for mask in sorted(set(masks))
-        )
-        # GROUPING() accepts only columns of some grouping set: the axes a measured cuboid keeps.
-        grouped = sorted({i for mask in set(masks) for i in geo.schema_axes(mask)})
-        grouping = f"GROUPING({', '.join(f'b{i}' for i in grouped)})" if grouped else "0"
-        good = " AND ".join(f"b{i} >= 0" for i in range(len(exprs))) + (
-            " AND w IS NOT NULL" if weight is not None else ""
-        )
-        total = "coalesce(sum(w), 0)" if weight is not None else "count(*)"
-        result = view.sql(
-            f"SELECT {grouping} AS gid, {', '.join(f'coalesce(b{i}, 0) AS b{i}' if i in grouped else f'0 AS b{i}' for i in range(len(exprs)))}, "
-            f"{total} AS n FROM (SELECT {binned} FROM (SELECT {codes} FROM src)) WHERE {good} "
-            f"GROUP BY GROUPING SETS ({sets})"
-        ).fetchnumpy()
-        counted_rows = view.sql(
-            f"SELECT count(*) FROM (SELECT {binned} FROM (SELECT {codes} FROM src)) WHERE {good}"
-        ).fetchall()
-    counted = int(counted_rows[0][0])
-    gid = np.asarray(result["gid"], dtype=np.int64)
-    values = np.stack(
-        [np.asarray(result[f"b{i}"], dtype=np.int64) for i in range(len(exprs))], axis=1
-    )
-    n = np.asarray(result["n"], dtype=np.int64)
-    width = len(grouped)
     out: dict[int, NDArray[np.int64]] = {}
-    for mask in sorted(set(masks)):
-        axes = geo.schema_axes(mask)
-        aggregated = sum(1 << (width - 1 - j) for j, i in enumerate(grouped) if i not in axes)
-        hit = gid == aggregated
-        cuboid = np.zeros(lat.cells(mask), dtype=np.int64)
-        if axes:
-            flat = np.ravel_multi_index(tuple(values[hit][:, axes].T), geo.shape(mask))
-            np.add.at(cuboid, flat, n[hit])
-        else:
-            cuboid[0] = int(n[hit].sum())
+    for mask, axes in sets.items():
+        # cuboid_counts lays each cuboid out in ascending axis order
+        cuboid = np.transpose(cuboids[tuple(sorted(axes))], np.argsort(np.argsort(axes)))
         out[mask] = cuboid.reshape(shape(lat, mask))
-    report = policy_report(
-        on_out_of_domain, rows=rows, counted=counted, dropped=dropped, clipped=clipped
-    )
-    report.update(measure_report)
     return out, report

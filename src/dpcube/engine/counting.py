@@ -1,0 +1,358 @@
+"""Every counting path, written once in SQL over a :class:`~dpcube.engine.sql.Table`.
+
+DuckDB and Spark run the same statements (their dialects differ only in what
+:class:`~dpcube.engine.sql.Dialect` adapts), so the two engines give identical counts:
+
+- :func:`histogram_counts`: the dense frequency matrix of a schema (one ``GROUP BY`` of bin codes);
+- :func:`cuboid_counts`: the cuboids of a data cube for a list of grouping sets, in one
+  ``GROUP BY GROUPING SETS`` query that never builds the base cuboid unless it is asked for;
+- :func:`group_size_counts`: a census group-size table (unit -> size, then region x size);
+- :func:`bounded_counts`: a histogram with at most ``c`` points per user, chosen by a seeded hash
+  that both engines compute the same way (:func:`user_sample_sql`).
+
+Each returns only aggregates (at most one row per cell) to the driver. The out-of-domain policies
+and their report are those of :mod:`dpcube.engine.sql` (:func:`~dpcube.engine.sql.fill_counts`).
+Entry points take any source: :func:`dpcube.engine.open_table` opens it in the right engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dpcube.engine.base import POLICIES, OutOfDomainPolicy, policy_report
+from dpcube.engine.sql import (
+    ABOVE,
+    BELOW,
+    NULL,
+    Dialect,
+    Problem,
+    Table,
+    axis_expressions,
+    fill_counts,
+    offending_values_sql,
+    out_of_domain_error,
+)
+from dpcube.errors import DataError
+from dpcube.schema import Nominal, Schema
+
+
+def check_policy(on_out_of_domain: str) -> None:
+    if on_out_of_domain not in POLICIES:
+        raise DataError(
+            f"on_out_of_domain must be one of {', '.join(POLICIES)}, got {on_out_of_domain!r}"
+        )
+
+
+def _codes(table: Table, schema: Schema) -> list[str]:
+    return axis_expressions(schema, table.columns, table.dialect, lambda q: table.rows(q)[0])
+
+
+def _examples(table: Table, schema: Schema, exprs: list[str]) -> Any:
+    """The commonest offending values of an axis (private: only for ``show_values``)."""
+
+    def examples(axis: int, code: int) -> list[tuple[Any, int]]:
+        columns = schema[schema.axes[axis][0]].columns
+        found = table.rows(offending_values_sql(columns, exprs[axis], code, table.dialect))
+        return [(r[0] if len(columns) == 1 else tuple(r[:-1]), int(r[-1])) for r in found]
+
+    return examples
+
+
+def _grouped_codes(
+    table: Table, query: str, axes: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    result = table.arrays(query)
+    codes = np.stack(
+        [np.asarray(result[f"a{i}"], dtype=np.int64).reshape(-1) for i in range(axes)], axis=1
+    ).reshape(-1, axes)
+    return codes, np.asarray(result["n"], dtype=np.int64).reshape(-1)
+
+
+def histogram_counts(
+    table: Table,
+    schema: Schema,
+    on_out_of_domain: OutOfDomainPolicy = "error",
+    show_values: bool = False,
+) -> tuple[NDArray[np.int64], dict[str, Any]]:
+    """Counts in the schema's shape and the data report (:meth:`dpcube.engine.Engine.histogram`)."""
+    exprs = _codes(table, schema)
+    select = ", ".join(f"{e} AS a{i}" for i, e in enumerate(exprs))
+    keys = ", ".join(f"a{i}" for i in range(len(exprs)))
+    codes, n = _grouped_codes(
+        table, f"SELECT {select}, count(*) AS n FROM src GROUP BY {keys}", len(exprs)
+    )
+    examples = _examples(table, schema, exprs) if show_values else None
+    return fill_counts(schema, codes, n, on_out_of_domain, examples)
+
+
+class Weight(Protocol):
+    """A summed measure: each row adds its ``column`` rounded and clipped to [low, high]."""
+
+    @property
+    def column(self) -> str: ...
+    @property
+    def low(self) -> int: ...
+    @property
+    def high(self) -> int: ...
+
+
+def cuboid_counts(
+    table: Table,
+    schema: Schema,
+    grouping_sets: Sequence[tuple[int, ...]],
+    on_out_of_domain: str = "error",
+    weight: Weight | None = None,
+    show_values: bool = False,
+) -> tuple[dict[tuple[int, ...], NDArray[np.int64]], dict[str, Any]]:
+    """The cuboid of each grouping set (a tuple of schema axes), in one GROUPING SETS query.
+
+    Each cuboid is dense, in the shape of its axes (a 0-d array for ``()``). Rows with a NULL or
+    out-of-domain value follow ``on_out_of_domain`` the same way in every cuboid (a dropped row is
+    dropped from all; ``dropped`` counts, per attribute, the rows with a bad value there). With
+    ``weight`` a cell holds the sum of its rows' measure (rounded, clipped to the bounds; a NULL
+    measure is refused, or dropped under ``"drop"``). Raises
+    :func:`~dpcube.engine.sql.out_of_domain_error` for rows the policy does not cover.
+    """
+    check_policy(on_out_of_domain)
+    d = table.dialect
+    exprs = _codes(table, schema)
+    axis_attr = [schema[name] for name, _ in schema.axes]
+    codes = ", ".join(f"{e} AS a{i}" for i, e in enumerate(exprs))
+    measure_report: dict[str, Any] = {}
+    if weight is not None:
+        if weight.column not in table.columns:
+            raise DataError(
+                f"measure column {weight.column!r} is not in the data; columns: "
+                f"{', '.join(table.columns)}"
+            )
+        raw = f"TRY_CAST({d.ident(weight.column)} AS DOUBLE)"
+        nulls, clipped_values = table.rows(
+            f"SELECT count(*) FILTER (WHERE {raw} IS NULL), "
+            f"count(*) FILTER (WHERE round({raw}) < {weight.low} OR round({raw}) > {weight.high}) "
+            "FROM src"
+        )[0]
+        if nulls and on_out_of_domain != "drop":
+            raise DataError(
+                f"measure column {weight.column!r}: {int(nulls)} rows are NULL or not numbers; "
+                "drop them with on_out_of_domain='drop' or fill them"
+            )
+        measure_report = {
+            "measure": {"column": weight.column, "null": int(nulls), "clipped": int(clipped_values)}
+        }
+        # greatest/least skip NULLs, so a NULL measure must stay NULL explicitly
+        clip = f"least(greatest(round({raw}), {weight.low}), {weight.high})"
+        codes += f", CASE WHEN {raw} IS NULL THEN NULL ELSE CAST({clip} AS BIGINT) END AS w"
+    coded = f"(SELECT {codes} FROM src) AS coded"
+    summary = ", ".join(
+        f"count(*) FILTER (WHERE a{i} = {code})"
+        for i in range(len(exprs))
+        for code in (BELOW, NULL, ABOVE)
+    )
+    row = table.rows(f"SELECT count(*), {summary} FROM {coded}")[0]
+    rows = int(row[0])
+    bad = np.array(row[1:], dtype=np.int64).reshape(len(exprs), 3)
+    clipped: dict[str, int] = {}
+    dropped: dict[str, int] = {}
+    keys = [f"a{i}" for i in range(len(exprs))]
+    problems: list[Problem] = []
+    for i, attr in enumerate(axis_attr):
+        by_code: dict[int, int] = {}
+        for j, code in enumerate((BELOW, NULL, ABOVE)):
+            count = int(bad[i, j])
+            if not count:
+                continue
+            can_clip = code in (BELOW, ABOVE) and not isinstance(attr, Nominal)
+            if on_out_of_domain == "error" or (on_out_of_domain == "clip" and not can_clip):
+                by_code[code] = count
+            elif on_out_of_domain == "clip":
+                clipped[attr.name] = clipped.get(attr.name, 0) + count
+                top = schema.shape[i] - 1
+                keys[i] = (
+                    f"(CASE WHEN a{i} = {BELOW} THEN 0 WHEN a{i} = {ABOVE} THEN {top} ELSE a{i} END)"
+                )
+            else:
+                dropped[attr.name] = dropped.get(attr.name, 0) + count
+        if by_code:
+            problems.append((i, attr, schema.axes[i][1], by_code))
+    if problems:
+        uncovered = " OR ".join(
+            f"a{i} IN ({', '.join(str(c) for c in by_code)})" for i, _, _, by_code in problems
+        )
+        affected = table.rows(f"SELECT count(*) FROM {coded} WHERE {uncovered}")[0][0]
+        raise out_of_domain_error(
+            problems,
+            rows=rows,
+            affected=int(affected),
+            examples=_examples(table, schema, exprs) if show_values else None,
+        )
+    binned = ", ".join(f"{k} AS b{i}" for i, k in enumerate(keys)) + (
+        ", w" if weight is not None else ""
+    )
+    good = " AND ".join(f"b{i} >= 0" for i in range(len(exprs))) + (
+        " AND w IS NOT NULL" if weight is not None else ""
+    )
+    kept = f"(SELECT {binned} FROM {coded}) AS binned WHERE {good}"
+    unique = sorted({tuple(sorted(s)) for s in grouping_sets})
+    sets = ", ".join("(" + ", ".join(f"b{i}" for i in s) + ")" for s in unique)
+    # GROUPING() accepts only columns of some grouping set: the axes a measured cuboid keeps.
+    grouped = sorted({i for s in unique for i in s})
+    total = "coalesce(sum(w), 0)" if weight is not None else "count(*)"
+    columns = ", ".join(
+        f"coalesce(b{i}, 0) AS b{i}" if i in grouped else f"0 AS b{i}" for i in range(len(exprs))
+    )
+    result = table.arrays(
+        f"SELECT {d.grouping_id([f'b{i}' for i in grouped])} AS gid, {columns}, {total} AS n "
+        f"FROM {kept} GROUP BY GROUPING SETS ({sets})"
+    )
+    counted = int(table.rows(f"SELECT count(*) FROM {kept}")[0][0])
+    gid = np.asarray(result["gid"], dtype=np.int64)
+    values = np.stack(
+        [np.asarray(result[f"b{i}"], dtype=np.int64) for i in range(len(exprs))], axis=1
+    ).reshape(-1, len(exprs))
+    n = np.asarray(result["n"], dtype=np.int64)
+    width = len(grouped)
+    out: dict[tuple[int, ...], NDArray[np.int64]] = {}
+    for axes in unique:
+        aggregated = sum(1 << (width - 1 - j) for j, i in enumerate(grouped) if i not in axes)
+        hit = gid == aggregated
+        shape = tuple(schema.shape[i] for i in axes)
+        cuboid = np.zeros(int(np.prod(shape, dtype=np.int64)), dtype=np.int64)
+        if axes:
+            flat = np.ravel_multi_index(tuple(values[hit][:, list(axes)].T), shape)
+            np.add.at(cuboid, flat, n[hit])
+        else:
+            cuboid[0] = int(n[hit].sum())
+        out[axes] = cuboid.reshape(shape)
+    report = policy_report(
+        on_out_of_domain, rows=rows, counted=counted, dropped=dropped, clipped=clipped
+    )
+    report.update(measure_report)
+    return out, report
+
+
+def group_size_counts(
+    table: Table, unit: str, region: str, show_values: bool = False
+) -> dict[str, NDArray[Any]]:
+    """Census group sizes of person rows: each unit's size and leaf region, then the number of
+    units (``count``) and of persons (``persons``) per (``region`` text, ``size``).
+
+    Refuses a missing column, a NULL unit or region, and a unit in two regions (counted; a unit
+    id and its regions, private data, are named only with ``show_values``).
+    """
+    d = table.dialect
+    for col in (unit, region):
+        if col not in table.columns:
+            raise DataError(f"column {col!r} not in the data (columns: {list(table.columns)})")
+    u, r = d.ident(unit), d.ident(region)
+    nulls = table.rows(f"SELECT count(*) FROM src WHERE {u} IS NULL OR {r} IS NULL")[0][0]
+    if nulls:
+        raise DataError(f"{nulls} rows have a NULL {unit!r} or {region!r}; drop or fill them")
+    units = (
+        f"(SELECT {u} AS unit, min({d.text(r)}) AS region, max({d.text(r)}) AS region2, "
+        f"count(*) AS size FROM src GROUP BY {u}) AS units"
+    )
+    rows = table.rows(
+        f"SELECT unit, region, region2, count(*) OVER () FROM {units} "
+        "WHERE region <> region2 LIMIT 1"
+    )
+    if rows:
+        bad = rows[0]
+        example = (
+            f", e.g. unit {bad[0]!r} in {bad[1]!r} and {bad[2]!r}"
+            if show_values
+            else " (ids not shown: they are private; show_values=True or --show-values names one)"
+        )
+        raise DataError(
+            f"{bad[3]:,} units (column {unit!r}) span several leaf regions of column "
+            f"{region!r}{example}; each group must lie in exactly one leaf region"
+        )
+    return table.arrays(
+        "SELECT region, size, count(*) AS count, sum(size) AS persons "
+        f"FROM {units} GROUP BY region, size"
+    )
+
+
+def user_sample_sql(dialect: Dialect, code_columns: list[str], seed: str, max_points: int) -> str:
+    """SQL over ``coded`` rows (``dpcube_user`` and the bin codes) keeping ``max_points`` per user.
+
+    The choice is a uniformly random subset of each user's points, the same on every engine: rows
+    of one user in one cell are interchangeable for the counts, so the k-th of them (k = 1, 2, ...)
+    is keyed by ``md5(seed|user|codes|k)`` and each user keeps the ``max_points`` smallest keys.
+    The keys depend only on values both engines render alike (``seed``, the user id's text, the
+    integer codes), never on row order. The choice need not be secret: the bound of
+    ``max_points`` points per user holds for any choice.
+    """
+    codes = ", ".join(code_columns)
+    parts = ", ".join(
+        [dialect.literal(seed), dialect.text("dpcube_user")]
+        + [dialect.text(c) for c in code_columns]
+        + [dialect.text("dpcube_k")]
+    )
+    numbered = (
+        f"SELECT *, row_number() OVER (PARTITION BY dpcube_user, {codes} ORDER BY {codes}) "
+        "AS dpcube_k FROM coded"
+    )
+    keyed = f"SELECT *, md5(concat_ws('|', {parts})) AS dpcube_key FROM ({numbered}) AS numbered"
+    ranked = (
+        "SELECT *, row_number() OVER (PARTITION BY dpcube_user ORDER BY dpcube_key, "
+        f"{codes}) AS dpcube_rank FROM ({keyed}) AS keyed"
+    )
+    return f"SELECT {codes} FROM ({ranked}) AS ranked WHERE dpcube_rank <= {int(max_points)}"
+
+
+def bounded_counts(
+    table: Table,
+    schema: Schema,
+    user_column: str,
+    max_points: int,
+    seed: str,
+    on_out_of_domain: OutOfDomainPolicy = "error",
+    show_values: bool = False,
+) -> tuple[NDArray[np.int64], dict[str, Any]]:
+    """The histogram of at most ``max_points`` points per user (:func:`user_sample_sql`).
+
+    The report adds ``contribution_bound``, ``users``, ``rows_before_bounding`` and
+    ``points_dropped`` to :func:`~dpcube.engine.base.policy_report`'s. A NULL user id is refused
+    (it would merge unrelated people into one user).
+    """
+    check_policy(on_out_of_domain)
+    if isinstance(max_points, bool) or int(max_points) != max_points or int(max_points) < 1:
+        raise DataError(f"max_points must be a positive integer, got {max_points!r}")
+    c = int(max_points)
+    if user_column not in table.columns:
+        raise DataError(
+            f"user column {user_column!r} is not in the data (columns: {', '.join(table.columns)}); "
+            "pass the column that identifies users"
+        )
+    uid = table.dialect.ident(user_column)
+    rows, with_id, users = (
+        int(x)
+        for x in table.rows(f"SELECT count(*), count({uid}), count(DISTINCT {uid}) FROM src")[0]
+    )
+    if with_id < rows:
+        raise DataError(
+            f"column {user_column!r} has {rows - with_id} NULL user ids; drop those rows or give them ids"
+        )
+    exprs = _codes(table, schema)
+    keys = [f"a{i}" for i in range(len(exprs))]
+    coded = ", ".join(f"{e} AS a{i}" for i, e in enumerate(exprs))
+    sample = user_sample_sql(table.dialect, keys, seed, c)
+    codes, n = _grouped_codes(
+        table,
+        f"WITH coded AS (SELECT {uid} AS dpcube_user, {coded} FROM src) "
+        f"SELECT {', '.join(keys)}, count(*) AS n FROM ({sample}) AS kept GROUP BY {', '.join(keys)}",
+        len(exprs),
+    )
+    examples = _examples(table, schema, exprs) if show_values else None
+    counts, report = fill_counts(schema, codes, n, on_out_of_domain, examples)
+    report.update(
+        contribution_bound=c,
+        users=users,
+        rows_before_bounding=rows,
+        points_dropped=rows - int(report["rows"]),
+    )
+    return counts, report
