@@ -11,7 +11,9 @@ result (digests of the counts).
 
 ``--census-full SCALE`` also runs the census group-size table on the synthetic census persons at
 ``SCALE`` (1.0: 298.3M persons, 117.6M groups, ``census_persons_1_1000.parquet``) on the engines
-of ``--census-engines`` (default Spark only).
+of ``--census-engines`` (default Spark only). Engine ``spark-onepass`` is Spark with the
+benchmark's one-job group-size count (``scale_jobs.spark_group_sizes``) instead of
+``dpcube.group_sizes``.
 
     .venv/bin/python benchmarks/engine/bench_scale.py --rows 1000000
     .venv/bin/python benchmarks/engine/bench_scale.py --rows 100000000 --work-dir /tmp/dpcube-scale
@@ -33,7 +35,7 @@ import scale_data
 
 HERE = Path(__file__).resolve().parent
 WORKLOADS = ("histogram", "datacube", "census")
-ENGINES = ("duckdb", "spark")
+ENGINES = ("duckdb", "spark", "spark-onepass")
 
 
 def gb(n: float) -> str:
@@ -143,7 +145,11 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"--work-dir {args.work_dir} is inside the repository; use e.g. /tmp")
     engines = [e for e in args.engines.split(",") if e]
     workloads = [w for w in args.workloads.split(",") if w]
-    for name, got, known in (("engine", engines, ENGINES), ("workload", workloads, WORKLOADS)):
+    census_engines = [e for e in args.census_engines.split(",") if e]
+    for name, got, known in (
+        ("engine", engines + census_engines, ENGINES),
+        ("workload", workloads, WORKLOADS),
+    ):
         for g in got:
             if g not in known:
                 raise SystemExit(f"unknown {name} {g!r}; known: {', '.join(known)}")
@@ -167,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
             args.work_dir, args.census_full, memory_limit=args.duckdb_memory
         )
         print(f"{data} ({gb(data.stat().st_size)} GB) ready in {time.perf_counter() - t:.1f} s")
-        for engine in [e for e in args.census_engines.split(",") if e]:
+        for engine in census_engines:
             rows.append(job(args, engine, "census-full", data))
             print(json.dumps(rows[-1]), flush=True)
     print()

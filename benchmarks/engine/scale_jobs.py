@@ -12,14 +12,13 @@ Workloads, all on the person table of :mod:`scale_data`:
 
 * ``histogram``: :func:`dpcube.histogram` of :func:`scale_data.histogram_schema` (12,480 cells).
 * ``datacube``: a seeded :class:`dpcube.mechanisms.datacube.DataCube` release (BMax, all 16
-  cuboids of :func:`scale_data.cube_schema` published, L2 consistency). DuckDB counts the
-  measured cuboids with GROUPING SETS (``CubeSource``); Spark counts the base cuboid with
-  :class:`dpcube.engine.spark_engine.SparkEngine` and the driver rolls it up (the base cuboid is
-  domain-sized: 960 cells). The noise is seeded (not for publication), so the two releases are
-  equal when the counts are.
+  cuboids of :func:`scale_data.cube_schema` published, L2 consistency) of ``CubeSource(source,
+  schema)``: the measured cuboids are counted by one ``GROUP BY GROUPING SETS`` on either engine
+  (:func:`dpcube.engine.counting.cuboid_counts`). The noise is seeded (not for publication), so
+  the two releases are equal when the counts are.
 * ``census``: the group-size table (unit -> size -> (county, size), top-coded at ``--max-size``)
-  over the hierarchy nation -> state -> county: DuckDB through :func:`dpcube.group_sizes`;
-  Spark through :func:`spark_group_sizes` below.
+  over the hierarchy nation -> state -> county, by :func:`dpcube.group_sizes` on either engine;
+  ``--census-path onepass`` runs :func:`spark_group_sizes` below on Spark instead.
 """
 
 from __future__ import annotations
@@ -90,7 +89,8 @@ def spark_group_sizes(
     per unit before the shuffle); the units are then grouped by (region, size) and only those
     rows (at most leaves x max_size, plus the error counters) reach the driver.
 
-    (The benchmark's own PySpark job, until ``dpcube.group_sizes`` accepts Spark DataFrames.)
+    (The benchmark's own PySpark job, to compare with ``dpcube.group_sizes`` on Spark, whose SQL
+    runs a NULL scan, the two-region check and the (region, size) count as three jobs.)
     """
     from pyspark.sql import functions as F
 
@@ -189,38 +189,27 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
         schema = scale_data.cube_schema()
         cube = DataCube(1.0, method="bmax", consistency="l2")
-        data: Any
-        if args.engine == "duckdb":
-            data = CubeSource(source, schema, name="bench-scale")
-        else:
-            data = dpcube.histogram(source, schema, engine=engine, dataset="bench-scale")
+        data = CubeSource(source, schema, name="bench-scale")
         release = cube.release(data, random_state=0)
         published = [release.cuboid(list(names)) for names in release.published]
         check = {"cuboids": len(published), "digest": digest(*published)}
     elif args.workload in ("census", "census-full"):
         h = census_hierarchy(0)
         unit, region = ("household", "county") if args.workload == "census" else ("unit", "region")
-        if args.engine == "duckdb":
+        top_code = args.workload == "census"
+        if args.engine == "spark" and args.census_path == "onepass":
+            table = spark_group_sizes(
+                source, unit=unit, region=region, hierarchy=h, max_size=args.max_size,
+                top_code=top_code,
+            )  # fmt: skip
+        else:
             parents = {
                 n: (None if p < 0 else h.names[p]) for n, p in zip(h.names, h.parent, strict=True)
             }
             table = dpcube.group_sizes(
-                source,
-                unit=unit,
-                region=region,
-                hierarchy=parents,
-                max_size=args.max_size,
-                top_code=args.workload == "census",
-            )
-        else:
-            table = spark_group_sizes(
-                source,
-                unit=unit,
-                region=region,
-                hierarchy=h,
-                max_size=args.max_size,
-                top_code=args.workload == "census",
-            )
+                source, unit=unit, region=region, hierarchy=parents, max_size=args.max_size,
+                top_code=top_code, dataset="bench-scale",
+            )  # fmt: skip
         check = {"groups": table.groups, "persons": table.persons, "digest": digest(table.counts)}
     else:
         raise SystemExit(f"unknown workload {args.workload!r}")
@@ -246,6 +235,7 @@ def main() -> None:
     p.add_argument("--driver-memory", default="6g", help="spark.driver.memory")
     p.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--max-size", type=int, default=10)
+    p.add_argument("--census-path", choices=["library", "onepass"], default="library")
     print(json.dumps(run(p.parse_args())))
 
 
