@@ -1,14 +1,15 @@
-"""``dpcube release --engine spark`` is used or refused by name, never ignored (issue #13 part 6).
+"""``dpcube release --engine spark`` is used, never ignored (issue #13 part 6, issue #15).
 
-The data cube counts its cuboids with DuckDB GROUPING SETS, the census mechanism computes its
-group-size table in DuckDB, and the spatial user-level bound runs in DuckDB: for these the flag
-used to be dropped silently and the release ran on DuckDB. Each is now refused before the data is
-read or the budget touched.
+The data cube's cuboids, the census group-size table and the spatial user-level bound used to be
+counted in DuckDB only (the flag was first ignored, then refused); they now run on Spark, and a
+seeded release there equals the one on DuckDB. ``--spark-master``/``--spark-conf`` without
+``--engine spark`` are refused, never ignored.
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -101,34 +102,81 @@ def _cases(f: dict[str, Path]) -> dict[str, list[str]]:
     }
 
 
+def _spark_available() -> bool:
+    import importlib.util
+    import shutil
+
+    return importlib.util.find_spec("pyspark") is not None and shutil.which("java") is not None
+
+
+needs_spark = pytest.mark.skipif(not _spark_available(), reason="needs pyspark and Java")
+SPARK = ["--engine", "spark", "--spark-master", "local[1]"]
+
+
+@pytest.fixture(scope="module")
+def stop_spark_after() -> Iterator[None]:
+    """The CLI starts a Spark session in this process; stop it after this module's tests."""
+    yield
+    if _spark_available():
+        from pyspark.sql import SparkSession
+
+        session = SparkSession.getActiveSession()
+        if session is not None:
+            session.stop()
+
+
+@needs_spark
 @pytest.mark.parametrize("case", ["datacube", "census-hierarchy", "ug --user-column"])
-def test_engine_spark_refused_by_name_before_anything_is_read(
-    files: dict[str, Path], case: str, capsys: pytest.CaptureFixture[str]
+def test_spark_release_equals_duckdb_release(
+    files: dict[str, Path], case: str, capsys: pytest.CaptureFixture[str], stop_spark_after: None
 ) -> None:
+    """A seeded release counted on Spark equals the same seeded release counted on DuckDB: the
+    counts (and, with --seed, the choice of each user's points) are identical, so the same noise
+    gives the same published values."""
     argv = _cases(files)[case]
-    # The same command on DuckDB releases (the refusal is about the engine, nothing else).
-    assert main([*argv, "--total-epsilon", "5", "--seed", "1"]) == 0, capsys.readouterr().err
-    capsys.readouterr()
-    budget_before = sorted(p.read_bytes() for p in files["home"].rglob("*") if p.is_file())
-    out = files["out"].parent / "rel-spark"
-    argv = [*argv[:3], str(out), *argv[4:]]
-    code = main([*argv, "--engine", "spark"])
+    out = {e: files["out"].parent / f"rel-{e}" for e in ("duckdb", "spark")}
+    runs = {"duckdb": [], "spark": [*SPARK, "--spark-conf", "spark.sql.shuffle.partitions=2"]}
+    for engine, extra in runs.items():
+        command = [*argv[:3], str(out[engine]), *argv[4:], "--seed", "1", "--total-epsilon", "9"]
+        assert main([*command, *extra]) == 0, capsys.readouterr().err
+    frames = {e: [pd.read_parquet(p) for p in sorted(out[e].glob("*.parquet"))] for e in out}
+    assert len(frames["duckdb"]) == len(frames["spark"]) >= 1
+    for duck, spark in zip(frames["duckdb"], frames["spark"], strict=True):
+        pd.testing.assert_frame_equal(duck, spark)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            ["--spark-master", "local[2]"],
+            "error: --spark-master configure the Spark engine, but the counting runs on --engine "
+            "duckdb; add --engine spark or drop them",
+        ),
+        (
+            ["--engine", "duckdb", "--spark-conf", "spark.executor.memory=1g"],
+            "error: --spark-conf configure the Spark engine",
+        ),
+        (
+            ["--engine", "spark", "--spark-conf", "spark.executor.memory"],
+            "error: --spark-conf 'spark.executor.memory' is not KEY=VALUE",
+        ),
+    ],
+)
+def test_spark_flags_without_spark_or_malformed_are_refused(
+    files: dict[str, Path], extra: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Refused before Spark starts, the data is read or the budget is touched (no Spark needed)."""
+    code = main([*_cases(files)["datacube"], *extra])
     err = capsys.readouterr().err
-    assert code == 2
-    mechanism = case.split()[0]
-    assert f"error: --engine spark: --mechanism {mechanism} counts its input with duckdb only" in (
-        err
-    )
-    assert "rerun without --engine spark" in err and err.count("\n") == 1
-    assert not out.exists()
-    assert sorted(p.read_bytes() for p in files["home"].rglob("*") if p.is_file()) == budget_before
+    assert code == 2 and err.startswith(message) and err.count("\n") == 1, err
+    assert not files["out"].exists() and not files["home"].exists()
 
 
-def test_histogram_mechanisms_accept_both_engines() -> None:
-    """Every other mechanism counts a histogram, which both engines build: nothing to refuse."""
-    args = argparse.Namespace(engine="spark", user_column=None)
-    narrowed = {"datacube", "census-hierarchy"}
-    for name in registry.MECHANISMS:
-        cls = registry.resolve(registry.MECHANISMS, name, "mechanism")
-        engines, _ = cls.counting_engines(args)
-        assert ("spark" in engines) == (name not in narrowed), name
+def test_every_mechanism_accepts_both_engines() -> None:
+    """Every counting path runs on Spark (issue #15): no mechanism narrows --engine any more."""
+    for user_column in (None, "user"):
+        args = argparse.Namespace(engine="spark", user_column=user_column)
+        for name in registry.MECHANISMS:
+            cls = registry.resolve(registry.MECHANISMS, name, "mechanism")
+            assert cls.counting_engines(args)[0] == ("duckdb", "spark"), name

@@ -182,6 +182,24 @@ def _refuse_out_in_budget_state(args: argparse.Namespace) -> None:
             )
 
 
+def _configure_engine(args: argparse.Namespace) -> None:
+    """Pass ``--spark-master``/``--spark-conf`` to the Spark sessions, or refuse them on DuckDB."""
+    master, conf = getattr(args, "spark_master", None), getattr(args, "spark_conf", None) or []
+    if getattr(args, "engine", "duckdb") != "spark":
+        given = [
+            flag for flag, value in (("--spark-master", master), ("--spark-conf", conf)) if value
+        ]
+        if given:
+            raise UsageError(
+                f"{' and '.join(given)} configure the Spark engine, but the counting runs on "
+                f"--engine {getattr(args, 'engine', 'duckdb')}; add --engine spark or drop them"
+            )
+        return
+    from dpcube.engine.spark_engine import configure, parse_conf
+
+    configure(master or "local[*]", parse_conf(conf))
+
+
 def cmd_release(args: argparse.Namespace) -> int:
     """Validate everything (output directory, parameters, data, plan), then charge, then release.
 
@@ -200,6 +218,7 @@ def cmd_release(args: argparse.Namespace) -> int:
     params = parse_params(args.param)
     cls.check_cli_params(params)
     cls.check_cli_engine(args)
+    _configure_engine(args)
     params = coerce_params(cls, params)
     try:
         mechanism = cls.from_cli(args, params)
@@ -468,6 +487,20 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--engine", default="duckdb", choices=["duckdb", "spark"], help="where the counting runs"
+    )
+    p.add_argument(
+        "--spark-master",
+        default=None,
+        metavar="URL",
+        help="Spark master for --engine spark (default local[*]; e.g. spark://host:7077, yarn)",
+    )
+    p.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="Spark configuration for --engine spark, passed to the SparkSession builder "
+        "(repeatable)",
     )
     p.add_argument(
         "--ledger-dir", default=None, help="where budget ledgers live (default ~/.dpcube/ledgers)"

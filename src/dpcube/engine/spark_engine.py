@@ -70,7 +70,18 @@ def _builder() -> Any:
 def spark_session(master: str | None = None, conf: dict[str, str] | None = None) -> Any:
     """A Spark session on ``master`` (default: :func:`configure`'s, ``local[*]``) with ``conf``
     passed to the builder (web UI off unless ``conf`` turns it on)."""
-    builder = _builder().master(master or _SESSION_DEFAULTS["master"]).appName("dpcube")
+    url = master or _SESSION_DEFAULTS["master"]
+    builder = _builder()
+    from pyspark.sql import SparkSession
+
+    running = SparkSession.getActiveSession()
+    if running is not None and running.sparkContext.master != url:
+        # getOrCreate would hand back the running session and silently ignore the master
+        raise DataError(
+            f"a Spark session on {running.sparkContext.master!r} is already running in this "
+            f"process, so one on {url!r} cannot start; stop it first or count on it"
+        )
+    builder = builder.master(url).appName("dpcube")
     settings = {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
@@ -83,7 +94,7 @@ def spark_session(master: str | None = None, conf: dict[str, str] | None = None)
         session = builder.getOrCreate()
     except Exception as exc:  # Spark start-up failures (no Java, bad master) have many types
         raise DataError(
-            f"cannot start Spark on {master or _SESSION_DEFAULTS['master']!r}: "
+            f"cannot start Spark on {url!r}: "
             f"{str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}"
         ) from exc
     session.sparkContext.setLogLevel("ERROR")

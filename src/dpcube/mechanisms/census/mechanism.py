@@ -279,10 +279,6 @@ class CensusHierarchy(Mechanism):
         )
 
     @classmethod
-    def counting_engines(cls, args: argparse.Namespace) -> tuple[tuple[str, ...], str]:
-        return ("duckdb",), " (the group-size table is computed in DuckDB)"
-
-    @classmethod
     def cli_data(cls, args: argparse.Namespace, schema: Schema | None) -> Any:
         missing = [
             flag
@@ -307,6 +303,7 @@ class CensusHierarchy(Mechanism):
             top_code=bool(getattr(args, "top_code", False)),
             dataset=getattr(args, "dataset_identity", None),
             show_values=bool(getattr(args, "show_values", False)),
+            engine=getattr(args, "engine", None),
         )
 
     # -- releasing ------------------------------------------------------------------------------

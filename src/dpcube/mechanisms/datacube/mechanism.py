@@ -62,8 +62,9 @@ BUDGETS = ("uniform", "optimal")
 
 @dataclass(frozen=True)
 class CubeSource:
-    """A DuckDB-readable data source (path, DataFrame, Arrow table, relation, :class:`dpcube.SQL`) with
-    its schema: :class:`DataCube` counts only the measured cuboids, with GROUPING SETS."""
+    """A data source (path, DataFrame, Arrow table, relation, :class:`dpcube.SQL`, Spark DataFrame)
+    with its schema: :class:`DataCube` counts only the measured cuboids, with GROUPING SETS, in
+    ``engine`` (default: Spark for a Spark DataFrame, else DuckDB)."""
 
     source: Any
     schema: Schema
@@ -72,6 +73,8 @@ class CubeSource:
     name: str | None = None
     #: Print the commonest out-of-domain values (private data) in the error message.
     show_values: bool = False
+    #: ``"duckdb"``, ``"spark"`` or an :class:`dpcube.engine.Engine` (``None``: by the source).
+    engine: Any = None
 
     @property
     def report(self) -> dict[str, Any]:
@@ -277,7 +280,7 @@ class DataCube(Mechanism):
         if not isinstance(data, Histogram | CubeSource):
             raise DataError(
                 "DataCube.release needs a dpcube.Histogram, a CubeSource(source, schema) or a tuple "
-                "(source, schema) of a DuckDB-readable source and its schema"
+                "(source, schema) of a data source (path, DataFrame, Spark DataFrame) and its schema"
             )
         if self.sum_measure is not None and isinstance(data, Histogram):
             raise DataError(
@@ -305,6 +308,7 @@ class DataCube(Mechanism):
             data.on_out_of_domain,
             self.sum_measure,
             show_values=data.show_values,
+            engine=data.engine,
         )
 
     # -- releasing -----------------------------------------------------------------------------
@@ -387,10 +391,6 @@ class DataCube(Mechanism):
             raise QueryError(f"datacube: bad --param ({exc})") from None
 
     @classmethod
-    def counting_engines(cls, args: argparse.Namespace) -> tuple[tuple[str, ...], str]:
-        return ("duckdb",), " (the measured cuboids are counted with DuckDB GROUPING SETS)"
-
-    @classmethod
     def cli_data(cls, args: argparse.Namespace, schema: Schema | None) -> Any:
         from dpcube.errors import SchemaError
 
@@ -402,6 +402,7 @@ class DataCube(Mechanism):
             getattr(args, "on_out_of_domain", "error"),
             getattr(args, "dataset_identity", None),
             bool(getattr(args, "show_values", False)),
+            getattr(args, "engine", None),
         )
 
     # -- conformance -----------------------------------------------------------------------------

@@ -228,12 +228,6 @@ class SpatialMechanism(Mechanism):
         return cls(epsilon=args.epsilon, delta=args.delta, neighbour=args.neighbour, **params)
 
     @classmethod
-    def counting_engines(cls, args: argparse.Namespace) -> tuple[tuple[str, ...], str]:
-        if getattr(args, "user_column", None):
-            return ("duckdb",), " with --user-column (contributions are bounded in DuckDB)"
-        return super().counting_engines(args)
-
-    @classmethod
     def cli_data(cls, args: argparse.Namespace, schema: Schema | None) -> Any:
         user_column = getattr(args, "user_column", None)
         if not user_column:
@@ -255,6 +249,9 @@ class SpatialMechanism(Mechanism):
             on_out_of_domain=args.on_out_of_domain,
             dataset=getattr(args, "dataset_identity", None),
             show_values=bool(getattr(args, "show_values", False)),
+            engine=getattr(args, "engine", None),
+            # a seeded release (not for publication) is reproducible, points chosen included
+            seed=getattr(args, "seed", None),
         )
 
     @property
