@@ -14,6 +14,8 @@ the persons never reach Python.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -68,12 +70,51 @@ def census_table(
     return GroupSizeTable(h, h.aggregate(leaf))
 
 
-def persons_sql(relation: str = "groups") -> str:
+def persons_sql(relation: str = "groups", chunk: int = 65536) -> str:
     """SQL expanding an (id, region, size, count) relation of leaf regions into one row per
-    person with an integer unit id: DuckDB generates the rows; Python only holds the group-size table."""
+    person with an integer unit id: DuckDB generates the rows; Python only holds the group-size table.
+
+    The units of a row are generated ``chunk`` at a time with ``unnest(range(n))``, row by row.
+    (A lateral join ``FROM groups, range(count)`` is decorrelated by DuckDB into a join with
+    ``range`` over every distinct count, materialised whole: 6-7 GB resident at scale 1 before
+    the first person was written.)
+
+    >>> import duckdb
+    >>> con = duckdb.connect()
+    >>> _ = con.execute("CREATE TABLE groups AS SELECT 1 AS id, 'r' AS region, 3 AS size, 5 AS count")
+    >>> con.sql(f"SELECT count(*), count(DISTINCT unit) FROM ({persons_sql(chunk=2)})").fetchall()
+    [(15, 5)]
+    """
+    chunks = (
+        f"SELECT id, region, size, c.start, least(count - c.start, {int(chunk)}) AS n "
+        f"FROM {relation}, range(0, count, {int(chunk)}) AS c(start)"
+    )
+    units = (
+        f"SELECT id * 4294967296 + start + unnest(range(n)) AS unit, region, size FROM ({chunks})"
+    )
     return (
-        f"SELECT g.id * 4294967296 + t1.h AS unit, g.region AS region "
-        f"FROM {relation} AS g, range(g.count) AS t1(h), range(g.size) AS t2(p)"
+        f"SELECT unit, region FROM (SELECT unit, region, unnest(range(size)) AS p FROM ({units}))"
+    )
+
+
+def leaf_groups(table: GroupSizeTable) -> Any:
+    """The (region, size, count) rows of the leaf regions with groups: the input of
+    :func:`persons_sql` (a pandas DataFrame).
+
+    >>> leaf_groups(census_table(scale=1e-5, max_size=3, seed=0)).columns.tolist()
+    ['region', 'size', 'count']
+    """
+    import pandas as pd
+
+    h = table.hierarchy
+    leaf = table.counts[h.leaves]
+    r, s = np.nonzero(leaf)
+    return pd.DataFrame(
+        {
+            "region": np.asarray(h.names[h.leaves], dtype=object)[r],
+            "size": s + 1,
+            "count": leaf[r, s],
+        }
     )
 
 
@@ -89,25 +130,15 @@ def regroup_through_duckdb(table: GroupSizeTable, threads: int | None = None) ->
     True
     """
     import duckdb
-    import pandas as pd
 
     from dpcube.engine.duckdb_engine import SQL
     from dpcube.mechanisms.census.table import group_sizes
 
     h = table.hierarchy
-    leaf = table.counts[h.leaves]
-    r, s = np.nonzero(leaf)
-    frame = pd.DataFrame(
-        {
-            "region": np.asarray(h.names[h.leaves], dtype=object)[r],
-            "size": s + 1,
-            "count": leaf[r, s],
-        }
-    )
     con = duckdb.connect()
     if threads:
         con.execute(f"SET threads = {int(threads)}")
-    con.register("groups_frame", frame)
+    con.register("groups_frame", leaf_groups(table))
     con.execute("CREATE TABLE groups AS SELECT row_number() OVER () AS id, * FROM groups_frame")
     parents = {n: (None if p < 0 else h.names[p]) for n, p in zip(h.names, h.parent, strict=True)}
     return group_sizes(
