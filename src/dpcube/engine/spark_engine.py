@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -88,6 +90,11 @@ def spark_session(master: str | None = None, conf: dict[str, str] | None = None)
         **_SESSION_DEFAULTS["conf"],
         **(conf or {}),
     }
+    if url.startswith("local") and "PYSPARK_PYTHON" not in os.environ:
+        # Python workers on this machine run this interpreter (its pandas, pyarrow and dpcube),
+        # not whatever `python3` is first on PATH (PySpark reads the variable when the context
+        # starts); a cluster's workers keep their own setting
+        os.environ["PYSPARK_PYTHON"] = sys.executable
     for key, value in settings.items():
         builder = builder.config(key, value)
     try:
