@@ -6,7 +6,12 @@ Chicago taxi trips: a group is a (company, shift) pair, its size the number of i
 leaf the community area of most pickups (spec 3.2), under city -> 9 sides -> community areas.
 
 Outputs under ``--out``: ``census_runs.csv`` (one row per data set, method, epsilon, seed),
-``census_table7.csv`` (means per level), ``census_scaling.csv`` (runtime vs k), PNG plots.
+``census_table7.csv`` (means per level with ``<column>_se`` standard errors over the seeds),
+``census_scaling.csv`` (runtime vs k, with the solver, its status and objective), PNG plots.
+
+``--full`` runs the spec's 10 seeds (quick default: 3); the relaxed programs run on Clarabel
+(``--qp-solver highs`` for the active-set cross-check); ``qip`` / ``qip_cumulative`` are the exact
+programs M_H / M_C as HiGHS MIPs (Figure 7; add them to ``--methods`` at small k).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from dpcube.experiments.repetitions import mean_se_table, repetitions
 from dpcube.mechanisms.census.generator import census_table
 from dpcube.mechanisms.census.hierarchy import RegionHierarchy
 from dpcube.mechanisms.census.mechanism import CensusHierarchy
@@ -35,6 +41,8 @@ SIDES = {
     "FarSoutheast": list(range(44, 56)), "FarSouthwest": list(range(70, 76)), "Unknown": [0],
 }  # fmt: skip
 METHODS = ("qp", "dp", "qp_cumulative", "cdp_approx", "cdp", "topdown")
+#: Columns of the solver's own figures copied from a release's metadata into a run row.
+SOLVER_FIELDS = ("solver", "solver_status", "solver_seconds", "relaxed_objective", "objective", "mip_bound", "mip_certified")  # fmt: skip
 
 
 def ipums_table(folder: Path) -> GroupSizeTable:
@@ -90,9 +98,16 @@ def run_one(
     seed: int,
     noise_mode: str,
     qp_time_limit: float,
+    qp_solver: str = "clarabel",
+    qp_tolerance: float = 1e-8,
 ) -> dict[str, Any]:
     mech = CensusHierarchy(
-        epsilon, method=method, noise_mode=noise_mode, qp_time_limit=qp_time_limit
+        epsilon,
+        method=method,
+        noise_mode=noise_mode,
+        qp_time_limit=qp_time_limit,
+        qp_solver=qp_solver,
+        qp_tolerance=qp_tolerance,
     )
     t0 = time.perf_counter()
     r = mech.release(table, random_state=seed)
@@ -101,8 +116,8 @@ def run_one(
     row: dict[str, Any] = {
         "method": method, "noise_mode": noise_mode, "private": r.metadata.noise["private"], "epsilon": epsilon, "seed": seed,
         "seconds": wall, "postprocess_seconds": r.metadata.noise["postprocess_seconds"],
-        "solver_status": r.metadata.noise.get("solver_status", ""),
     }  # fmt: skip
+    row.update({f: r.metadata.noise.get(f, "") for f in SOLVER_FIELDS})
     row.update(
         {f"cv_{k}": v for k, v in violations(table.hierarchy, r.values, table.groups).items()}
     )
@@ -128,7 +143,16 @@ def main(argv: list[str]) -> int:
     )
     p.add_argument("--max-size", type=int, default=1000, help="k of the synthetic census")
     p.add_argument("--epsilons", default="0.1,0.5,1.0")
-    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument(
+        "--seeds", type=int, default=None, help="seeds per setting (default 3; --full: 10)"
+    )
+    p.add_argument(
+        "--full", action="store_true", help="the spec's repetition count (10 seeds; section 3.1)"
+    )
+    p.add_argument("--qp-solver", default="clarabel", choices=("clarabel", "highs"))
+    p.add_argument(
+        "--qp-tolerance", type=float, default=1e-8, help="Clarabel's gap/feasibility tolerance"
+    )
     p.add_argument("--methods", default=",".join(METHODS))
     p.add_argument("--datasets", default="synthetic,ipums,taxi")
     p.add_argument("--qp-time-limit", type=float, default=60.0)
@@ -138,6 +162,8 @@ def main(argv: list[str]) -> int:
         help="k values of the runtime-vs-k figure ('' to skip)",
     )
     args = p.parse_args(argv)
+    args.seeds, why = plan(args)
+    print(f"seeds per setting: {args.seeds} ({why})", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     epsilons = [float(e) for e in args.epsilons.split(",")]
     methods = [m for m in args.methods.split(",") if m]
@@ -166,7 +192,16 @@ def main(argv: list[str]) -> int:
                 )
                 for mode in modes:
                     for seed in range(args.seeds):
-                        row = run_one(table, method, eps, seed, mode, args.qp_time_limit)
+                        row = run_one(
+                            table,
+                            method,
+                            eps,
+                            seed,
+                            mode,
+                            args.qp_time_limit,
+                            args.qp_solver,
+                            args.qp_tolerance,
+                        )
                         rows.append({"dataset": dname, **row})
                     last = rows[-1]
                     print(
@@ -185,17 +220,28 @@ def main(argv: list[str]) -> int:
             if c.startswith(("L", "cv_")) or c in ("seconds", "postprocess_seconds")
         ]
         keys = ["dataset", "epsilon", "method", "noise_mode", "private"]
-        summary = runs.groupby(keys, sort=False)[cols].mean().reset_index()
+        summary = mean_se_table(runs, keys, cols)
         summary.to_csv(args.out / "census_table7.csv", index=False)
         written.append(args.out / "census_table7.csv")
     scaling = []
     for k in [int(x) for x in args.scaling_ks.split(",") if x]:
         t = census_table(scale=args.scale, max_size=k, seed=0)
         for method in methods:
-            row = run_one(t, method, 1.0, 0, "private_postprocessed", args.qp_time_limit)
+            row = run_one(
+                t,
+                method,
+                1.0,
+                0,
+                "private_postprocessed",
+                args.qp_time_limit,
+                args.qp_solver,
+                args.qp_tolerance,
+            )
             scaling.append({"k": k, **row})
             print(
-                f"  k={k:5d} {method:14s} {row['seconds']:8.2f}s {row['solver_status']}", flush=True
+                f"  k={k:5d} {method:14s} {row['seconds']:8.2f}s {row['solver_status']} "
+                f"objective {row['relaxed_objective'] or row['objective']}",
+                flush=True,
             )
     if scaling:
         pd.DataFrame(scaling).to_csv(args.out / "census_scaling.csv", index=False)
@@ -203,6 +249,15 @@ def main(argv: list[str]) -> int:
     written += _plots(summary, pd.DataFrame(scaling), args.out)
     print(written_line(written))
     return 0
+
+
+def plan(args: argparse.Namespace) -> tuple[int, str]:
+    """Seeds per setting: ``--seeds`` if given, else 10 with ``--full`` (spec 3.1), else 3.
+
+    >>> plan(argparse.Namespace(seeds=None, full=True))[0]
+    10
+    """
+    return repetitions("census", bool(args.full), args.seeds)
 
 
 def written_line(paths: list[Path]) -> str:
