@@ -5,11 +5,15 @@ Every experiment keeps its quick default for CI; ``--full`` sets the count its s
 
 * census (Fioretto et al.): >= 10 seeds, mean +- std (``specs/hierarchical-census.md`` 3.1, 4.17);
 * data cubes (Ding et al.): >= 10 noise draws, >= 20 for the max-error plots
-  (``specs/dp-data-cubes.md`` A11);
+  (``specs/dp-data-cubes.md`` A11); per sub-experiment, in ``datacube.QUICK_SEEDS`` /
+  ``datacube.FULL_SEEDS``;
 * spatial / HTF and the quadtree-height study: >= 5 seeds (``specs/htf.md`` A20);
 * Privelet: >= 5 releases per epsilon (``specs/privelet.md`` section 8 "decision");
 * matrix mechanism: its errors are exact expectations (no noise is drawn), so repetitions apply
   only to the random range workloads; ``--full`` there also means the long LSA runs.
+
+``coverage`` and ``leaderboard`` are the project's own experiments with no spec count; they keep
+their ``--releases`` / ``--trials`` flags and have no ``--full``.
 
 An explicit count on the command line (``--seeds 3``) wins over ``--full``, and the plan printed
 at start says which count is used and why.
@@ -24,13 +28,9 @@ from typing import Any
 #: experiment -> (quick count, spec count, spec reference).
 SPEC_REPETITIONS: dict[str, tuple[int, int, str]] = {
     "census": (3, 10, "hierarchical-census.md 3.1: >= 10 seeds"),
-    "datacube": (1, 10, "dp-data-cubes.md A11: >= 10 draws"),
-    "datacube-max": (3, 20, "dp-data-cubes.md A11: >= 20 draws for max-error plots"),
     "spatial": (2, 5, "htf.md A20: >= 5 seeds"),
     "quadtree-height": (3, 5, "htf.md A20: >= 5 seeds"),
     "privelet": (5, 5, "privelet.md 8: >= 5 releases per epsilon"),
-    "coverage": (1, 10, "hierarchical-census.md 3.1 / htf.md A20 (the larger: 10)"),
-    "leaderboard": (5, 10, "no spec; 10 as for the census and data-cube specs"),
 }
 
 
@@ -73,8 +73,8 @@ def mean_se_table(frame: Any, keys: list[str], columns: list[str]) -> Any:
 
     >>> import pandas as pd
     >>> t = mean_se_table(pd.DataFrame({"m": ["a"] * 3, "err": [1.0, 2.0, 3.0]}), ["m"], ["err"])
-    >>> t.to_dict("records")
-    [{'m': 'a', 'err': 2.0, 'err_se': 0.5773502691896258, 'runs': 3}]
+    >>> t.round(4).to_dict("records")
+    [{'m': 'a', 'err': 2.0, 'err_se': 0.5774, 'runs': 3}]
     """
     groups = frame.groupby(keys, sort=False)
     out = groups[columns].mean()
