@@ -147,6 +147,12 @@ def main(argv: list[str]) -> int:
         "--seeds", type=int, default=None, help="seeds per setting (default 3; --full: 10)"
     )
     p.add_argument(
+        "--first-seed",
+        type=int,
+        default=0,
+        help="seeds run are first-seed .. first-seed + seeds - 1 (to split a --full run)",
+    )
+    p.add_argument(
         "--full", action="store_true", help="the spec's repetition count (10 seeds; section 3.1)"
     )
     p.add_argument("--qp-solver", default="clarabel", choices=("clarabel", "highs"))
@@ -191,7 +197,7 @@ def main(argv: list[str]) -> int:
                     else ["private_postprocessed"]
                 )
                 for mode in modes:
-                    for seed in range(args.seeds):
+                    for seed in range(args.first_seed, args.first_seed + args.seeds):
                         row = run_one(
                             table,
                             method,
