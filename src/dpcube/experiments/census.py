@@ -6,7 +6,12 @@ Chicago taxi trips: a group is a (company, shift) pair, its size the number of i
 leaf the community area of most pickups (spec 3.2), under city -> 9 sides -> community areas.
 
 Outputs under ``--out``: ``census_runs.csv`` (one row per data set, method, epsilon, seed),
-``census_table7.csv`` (means per level), ``census_scaling.csv`` (runtime vs k), PNG plots.
+``census_table7.csv`` (means per level with ``<column>_se`` standard errors over the seeds),
+``census_scaling.csv`` (runtime vs k, with the solver, its status and objective), PNG plots.
+
+``--full`` runs the spec's 10 seeds (quick default: 3); the relaxed programs run on Clarabel
+(``--qp-solver highs`` for the active-set cross-check); ``qip`` / ``qip_cumulative`` are the exact
+programs M_H / M_C as HiGHS MIPs (Figure 7; add them to ``--methods`` at small k).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from dpcube.experiments.repetitions import format_mean_se, mean_se_table, repetitions
 from dpcube.mechanisms.census.generator import census_table
 from dpcube.mechanisms.census.hierarchy import RegionHierarchy
 from dpcube.mechanisms.census.mechanism import CensusHierarchy
@@ -35,6 +41,8 @@ SIDES = {
     "FarSoutheast": list(range(44, 56)), "FarSouthwest": list(range(70, 76)), "Unknown": [0],
 }  # fmt: skip
 METHODS = ("qp", "dp", "qp_cumulative", "cdp_approx", "cdp", "topdown")
+#: Columns of the solver's own figures copied from a release's metadata into a run row.
+SOLVER_FIELDS = ("solver", "solver_status", "solver_seconds", "relaxed_objective", "objective", "mip_bound", "mip_certified")  # fmt: skip
 
 
 def ipums_table(folder: Path) -> GroupSizeTable:
@@ -90,19 +98,26 @@ def run_one(
     seed: int,
     noise_mode: str,
     qp_time_limit: float,
+    qp_solver: str = "clarabel",
+    qp_tolerance: float = 1e-8,
 ) -> dict[str, Any]:
     mech = CensusHierarchy(
-        epsilon, method=method, noise_mode=noise_mode, qp_time_limit=qp_time_limit
+        epsilon,
+        method=method,
+        noise_mode=noise_mode,
+        qp_time_limit=qp_time_limit,
+        qp_solver=qp_solver,
+        qp_tolerance=qp_tolerance,
     )
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     r = mech.release(table, random_state=seed)
     assert isinstance(r, CensusRelease)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     row: dict[str, Any] = {
         "method": method, "noise_mode": noise_mode, "private": r.metadata.noise["private"], "epsilon": epsilon, "seed": seed,
-        "seconds": wall, "postprocess_seconds": r.metadata.noise["postprocess_seconds"],
-        "solver_status": r.metadata.noise.get("solver_status", ""),
+        "seconds": wall, "cpu_seconds": cpu, "postprocess_seconds": r.metadata.noise["postprocess_seconds"],
     }  # fmt: skip
+    row.update({f: r.metadata.noise.get(f, "") for f in SOLVER_FIELDS})
     row.update(
         {f"cv_{k}": v for k, v in violations(table.hierarchy, r.values, table.groups).items()}
     )
@@ -128,7 +143,22 @@ def main(argv: list[str]) -> int:
     )
     p.add_argument("--max-size", type=int, default=1000, help="k of the synthetic census")
     p.add_argument("--epsilons", default="0.1,0.5,1.0")
-    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument(
+        "--seeds", type=int, default=None, help="seeds per setting (default 3; --full: 10)"
+    )
+    p.add_argument(
+        "--first-seed",
+        type=int,
+        default=0,
+        help="seeds run are first-seed .. first-seed + seeds - 1 (to split a --full run)",
+    )
+    p.add_argument(
+        "--full", action="store_true", help="the spec's repetition count (10 seeds; section 3.1)"
+    )
+    p.add_argument("--qp-solver", default="clarabel", choices=("clarabel", "highs"))
+    p.add_argument(
+        "--qp-tolerance", type=float, default=1e-8, help="Clarabel's gap/feasibility tolerance"
+    )
     p.add_argument("--methods", default=",".join(METHODS))
     p.add_argument("--datasets", default="synthetic,ipums,taxi")
     p.add_argument("--qp-time-limit", type=float, default=60.0)
@@ -138,6 +168,8 @@ def main(argv: list[str]) -> int:
         help="k values of the runtime-vs-k figure ('' to skip)",
     )
     args = p.parse_args(argv)
+    args.seeds, why = plan(args)
+    print(f"seeds per setting: {args.seeds} ({why})", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     epsilons = [float(e) for e in args.epsilons.split(",")]
     methods = [m for m in args.methods.split(",") if m]
@@ -165,8 +197,17 @@ def main(argv: list[str]) -> int:
                     else ["private_postprocessed"]
                 )
                 for mode in modes:
-                    for seed in range(args.seeds):
-                        row = run_one(table, method, eps, seed, mode, args.qp_time_limit)
+                    for seed in range(args.first_seed, args.first_seed + args.seeds):
+                        row = run_one(
+                            table,
+                            method,
+                            eps,
+                            seed,
+                            mode,
+                            args.qp_time_limit,
+                            args.qp_solver,
+                            args.qp_tolerance,
+                        )
                         rows.append({"dataset": dname, **row})
                     last = rows[-1]
                     print(
@@ -182,20 +223,34 @@ def main(argv: list[str]) -> int:
         cols = [
             c
             for c in runs.columns
-            if c.startswith(("L", "cv_")) or c in ("seconds", "postprocess_seconds")
+            if c.startswith(("L", "cv_")) or c in ("seconds", "cpu_seconds", "postprocess_seconds")
         ]
         keys = ["dataset", "epsilon", "method", "noise_mode", "private"]
-        summary = runs.groupby(keys, sort=False)[cols].mean().reset_index()
+        summary = mean_se_table(runs, keys, cols)
         summary.to_csv(args.out / "census_table7.csv", index=False)
         written.append(args.out / "census_table7.csv")
+        (args.out / "census_table7.md").write_text(table7_markdown(summary))
+        written.append(args.out / "census_table7.md")
     scaling = []
     for k in [int(x) for x in args.scaling_ks.split(",") if x]:
         t = census_table(scale=args.scale, max_size=k, seed=0)
         for method in methods:
-            row = run_one(t, method, 1.0, 0, "private_postprocessed", args.qp_time_limit)
+            row = run_one(
+                t,
+                method,
+                1.0,
+                0,
+                "private_postprocessed",
+                args.qp_time_limit,
+                args.qp_solver,
+                args.qp_tolerance,
+            )
             scaling.append({"k": k, **row})
             print(
-                f"  k={k:5d} {method:14s} {row['seconds']:8.2f}s {row['solver_status']}", flush=True
+                f"  k={k:5d} {method:14s} {row['seconds']:8.2f}s ({row['cpu_seconds']:.2f} s CPU) "
+                f"{row['solver_status']} "
+                f"objective {row['relaxed_objective'] or row['objective']}",
+                flush=True,
             )
     if scaling:
         pd.DataFrame(scaling).to_csv(args.out / "census_scaling.csv", index=False)
@@ -203,6 +258,61 @@ def main(argv: list[str]) -> int:
     written += _plots(summary, pd.DataFrame(scaling), args.out)
     print(written_line(written))
     return 0
+
+
+LABELS = {
+    "qp": "M̄_H (relaxed QP)", "dp": "M_DP", "qp_cumulative": "M̄_C (relaxed QP)",
+    "cdp_approx": "M_CDP^≈", "cdp": "M_CDP", "topdown": "TopDown", "qip": "M_H (MIP)",
+    "qip_cumulative": "M_C (MIP)",
+}  # fmt: skip
+
+
+def table7_markdown(summary: Any) -> str:
+    """The Table 7 analogue as markdown: per level, mean ± standard error over the seeds of the
+    (1/k)-normalised l1 error; #CV and seconds (wall and CPU) as means.
+
+    >>> import pandas as pd
+    >>> row = {"dataset": "d", "epsilon": 1.0, "method": "dp", "noise_mode": "private_postprocessed",
+    ...        "L1_l1_over_k": 2.0, "L1_l1_over_k_se": 0.5, "cv_consistency": 0.0,
+    ...        "seconds": 1.0, "cpu_seconds": 0.5, "runs": 4}
+    >>> print(table7_markdown(pd.DataFrame([row])).splitlines()[-1])
+    | d | 1.0 | M_DP | 2.00 ± 0.50 | 0 | 1.00 | 0.50 | 4 |
+    """
+    levels = sorted(
+        int(c[1]) for c in summary.columns if c.endswith("_l1_over_k") and c[1].isdigit()
+    )
+    head = [
+        "data",
+        "ε",
+        "mechanism",
+        *[f"L{lv}" for lv in levels],
+        "#CV",
+        "seconds",
+        "CPU s",
+        "seeds",
+    ]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in summary.to_dict("records"):
+        name = LABELS.get(r["method"], r["method"])
+        if r["method"] == "cdp":
+            name += " as_published (NOT ε-DP)" if r["noise_mode"] == "as_published" else " private"
+        errs = [
+            format_mean_se(r[f"L{lv}_l1_over_k"], r.get(f"L{lv}_l1_over_k_se", float("nan")))
+            for lv in levels
+        ]
+        cells = [str(r["dataset"]), str(r["epsilon"]), name, *errs, f"{r['cv_consistency']:.0f}",
+                 f"{r['seconds']:.2f}", f"{r['cpu_seconds']:.2f}", str(r["runs"])]  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plan(args: argparse.Namespace) -> tuple[int, str]:
+    """Seeds per setting: ``--seeds`` if given, else 10 with ``--full`` (spec 3.1), else 3.
+
+    >>> plan(argparse.Namespace(seeds=None, full=True))[0]
+    10
+    """
+    return repetitions("census", bool(args.full), args.seeds)
 
 
 def written_line(paths: list[Path]) -> str:

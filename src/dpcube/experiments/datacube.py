@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from dpcube.experiments.repetitions import standard_error
 from dpcube.histogram import Histogram, histogram
 from dpcube.mechanisms.datacube.consistency import l2_consistent
 from dpcube.mechanisms.datacube.counting import counts_from_source
@@ -223,10 +224,11 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
 def summarise(
     rows: list[dict[str, Any]], by: tuple[str, ...], values: tuple[str, ...]
 ) -> list[dict[str, Any]]:
-    """Mean and standard deviation of ``values`` over the rows sharing the ``by`` keys.
+    """Mean, standard deviation and standard error of the mean (``_se``, nan for one run) of
+    ``values`` over the rows sharing the ``by`` keys.
 
     >>> summarise([{"m": "A", "e": 1.0}, {"m": "A", "e": 3.0}], ("m",), ("e",))
-    [{'m': 'A', 'runs': 2, 'e': 2.0, 'e_std': 1.0}]
+    [{'m': 'A', 'runs': 2, 'e': 2.0, 'e_std': 1.0, 'e_se': 1.0}]
     """
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for row in rows:
@@ -239,6 +241,7 @@ def summarise(
             arr = np.array([g[v] for g in group], dtype=float)
             item[v] = float(arr.mean())
             item[v + "_std"] = float(arr.std())
+            item[v + "_se"] = standard_error(arr.tolist())
         out.append(item)
     return out
 
@@ -564,6 +567,23 @@ def lpre_summary(rows: list[dict[str, Any]]) -> dict[str, float]:
     return {"consistency_slope": float(slope), "consistency_r2": r2, "noise_spearman": float(rho)}
 
 
+#: Noise draws per experiment: quick (CI) and the spec's (A11: >= 10; >= 20 for max-error plots).
+#: Exp-VI and 9b are timings (9b's count is its random selections, not noise draws).
+QUICK_SEEDS = {"I": 2, "II": 3, "III": 5, "budgets": 5, "IV": 1, "V": 1, "VI": 1, "9b": 3, "acs": 2}
+FULL_SEEDS = {"I": 10, "II": 10, "III": 20, "budgets": 10, "IV": 10, "V": 10, "VI": 1, "9b": 3, "acs": 10}  # fmt: skip
+
+
+def plan(full: bool, explicit: int | None = None) -> dict[str, int]:
+    """Noise draws per experiment: ``--seeds`` for all if given, else the spec's with ``--full``.
+
+    >>> plan(True)["III"], plan(False)["III"], plan(True, 4)["I"]
+    (20, 5, 4)
+    """
+    if explicit is not None:
+        return dict.fromkeys(QUICK_SEEDS, explicit)
+    return dict(FULL_SEEDS if full else QUICK_SEEDS)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="dpcube bench datacube", description=__doc__.split("\n\n")[0]
@@ -580,6 +600,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--seeds", type=int, default=None, help="noise draws per setting (default per experiment)"
+    )
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help="the spec's draws (A11): 10 per setting, 20 for Exp-III's max-error plot",
     )
     parser.add_argument("--epsilons", default="0.25,0.5,1,2", help="Exp-I epsilon grid")
     parser.add_argument("--dims", default="6,7,8,9,10", help="Exp-IV / VI numbers of dimensions")
@@ -599,6 +624,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [e for e in wanted if e not in EXPERIMENTS]
     if unknown:
         parser.error(f"unknown experiment {unknown[0]!r}; choose from {', '.join(EXPERIMENTS)}")
+    seeds = plan(args.full, args.seeds)
+    print("noise draws per setting: " + ", ".join(f"{e} {seeds[e]}" for e in wanted), flush=True)
     results: dict[str, Any] = {}
     if {"I", "II", "III", "budgets"} & set(wanted):
         schema = adult_schema(args.data_dir)
@@ -606,36 +633,34 @@ def main(argv: list[str] | None = None) -> int:
         adult = Cube(CubeGeometry(schema).lattice, hist.counts)
         if "I" in wanted:
             epsilons = [float(x) for x in args.epsilons.split(",")]
-            results["I"] = exp_errors_vs_epsilon(adult, out, args.seeds or 2, epsilons, "I")
+            results["I"] = exp_errors_vs_epsilon(adult, out, seeds["I"], epsilons, "I")
         if "II" in wanted:
-            results["II"] = exp_theta0(adult, out, args.seeds or 3)
+            results["II"] = exp_theta0(adult, out, seeds["II"])
         if "III" in wanted:
-            results["III"] = exp_by_dimensionality(adult, out, args.seeds or 5)
+            results["III"] = exp_by_dimensionality(adult, out, seeds["III"])
         if "budgets" in wanted:
-            results["budgets"] = exp_budgets(adult, out, args.seeds or 5)
+            results["budgets"] = exp_budgets(adult, out, seeds["budgets"])
     dims = [int(x) for x in args.dims.split(",")]
     if "IV" in wanted:
         only = [m.strip() for m in args.methods.split(",") if m.strip() in METHODS]
         results["IV"] = exp_dimensions(
-            args.data_dir, out, args.seeds or 1, dims, args.skip_allc_from, only
+            args.data_dir, out, seeds["IV"], dims, args.skip_allc_from, only
         )
     if "V" in wanted:
-        results["V"] = exp_cardinality(
-            out, args.seeds or 1, [int(x) for x in args.cards.split(",")]
-        )
+        results["V"] = exp_cardinality(out, seeds["V"], [int(x) for x in args.cards.split(",")])
     if "VI" in wanted:
         results["VI"] = exp_timing(args.data_dir, out, dims, args.skip_allc_from)
     if "9b" in wanted:
         schema = adult_schema(args.data_dir)
         hist = histogram(args.data_dir / "adult" / "adult.csv", schema)
-        rows = lpre_timing(Cube(CubeGeometry(schema).lattice, hist.counts), args.seeds or 3)
+        rows = lpre_timing(Cube(CubeGeometry(schema).lattice, hist.counts), seeds["9b"])
         write_csv(out / "fig9b.csv", rows)
         results["9b"] = [*rows, lpre_summary(rows)]
     if "acs" in wanted:
         schema = acs_schema(args.data_dir)
         hist = histogram(acs_csv(args.data_dir, out / "_work"), schema)
         acs = Cube(CubeGeometry(schema).lattice, hist.counts)
-        results["acs"] = exp_errors_vs_epsilon(acs, out, args.seeds or 2, [1.0], "acs")
+        results["acs"] = exp_errors_vs_epsilon(acs, out, seeds["acs"], [1.0], "acs")
     for name, summary in results.items():
         print(f"== Exp-{name} ({out})")
         for row in summary:

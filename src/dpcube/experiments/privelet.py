@@ -35,6 +35,7 @@ from numpy.typing import NDArray
 
 from dpcube import progress
 from dpcube.errors import DataError
+from dpcube.experiments.repetitions import repetitions, standard_error
 from dpcube.histogram import Histogram, histogram
 from dpcube.mechanisms.base import Mechanism
 from dpcube.mechanisms.identity import Identity
@@ -193,11 +194,22 @@ def quintiles(key: NDArray[np.float64], groups: int = 5) -> list[NDArray[np.int6
 
 @dataclass
 class Evaluation:
-    """Per-query errors of one method at one epsilon, averaged over runs."""
+    """Per-query errors of one method at one epsilon: one row per run (``*_runs``), their mean
+    over the runs (``square``, ``relative``) and the closed-form expectation."""
 
     square: NDArray[np.float64]
     relative: NDArray[np.float64]
     expected: NDArray[np.float64]
+    square_runs: NDArray[np.float64]
+    relative_runs: NDArray[np.float64]
+
+    def square_se(self, group: NDArray[np.int64]) -> float:
+        """Standard error (over the runs) of the mean square error of the queries in ``group``."""
+        return standard_error(self.square_runs[:, group].mean(axis=1).tolist())
+
+    def relative_se(self, group: NDArray[np.int64]) -> float:
+        """Standard error (over the runs) of the mean relative error of ``group``."""
+        return standard_error(self.relative_runs[:, group].mean(axis=1).tolist())
 
 
 def evaluate(
@@ -210,18 +222,18 @@ def evaluate(
 ) -> Evaluation:
     """Release ``runs`` times (seeded: for experiments only) and measure every query."""
     truth = box_sums(prefix_sums(hist.counts), boxes).astype(np.float64)
-    square = np.zeros(len(boxes))
-    relative = np.zeros(len(boxes))
+    square = np.zeros((runs, len(boxes)))
+    relative = np.zeros((runs, len(boxes)))
     expected = np.full(len(boxes), np.nan)
     for run in range(runs):
         release = mechanism.release(hist, random_state=seed + run)
         assert isinstance(release, CellRelease)
         answers = box_sums(prefix_sums(np.asarray(release.counts, dtype=np.float64)), boxes)
-        square += (answers - truth) ** 2 / runs
-        relative += np.abs(answers - truth) / np.maximum(truth, sanity) / runs
+        square[run] = (answers - truth) ** 2
+        relative[run] = np.abs(answers - truth) / np.maximum(truth, sanity)
         if release.variance_model is not None:
             expected = release.variance_model.variance_many(boxes)
-    return Evaluation(square, relative, expected)
+    return Evaluation(square.mean(axis=0), relative.mean(axis=0), expected, square, relative)
 
 
 def expected_square_error(
@@ -269,6 +281,7 @@ def accuracy_on_data(
                         "quintile": q + 1,
                         "avg_coverage": float(cov[group].mean()),
                         "mean_square_error": float(result.square[group].mean()),
+                        "mean_square_error_se": result.square_se(group),
                         "expected_square_error": float(result.expected[group].mean()),
                     }
                 )
@@ -281,6 +294,7 @@ def accuracy_on_data(
                         "quintile": q + 1,
                         "avg_selectivity": float(sel[group].mean()),
                         "mean_relative_error": float(result.relative[group].mean()),
+                        "mean_relative_error_se": result.relative_se(group),
                     }
                 )
     return square_rows, relative_rows
@@ -559,7 +573,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--queries", type=int, default=40_000)
-    parser.add_argument("--runs", type=int, default=5, help="releases averaged per epsilon")
+    parser.add_argument(
+        "--runs", type=int, default=None, help="releases averaged per epsilon (default 5)"
+    )
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help="the spec's count (>= 5 releases per epsilon, spec 8; the default already meets it)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--datasets", default="acs,br2000,table3-brazil,table3-us")
     parser.add_argument(
@@ -575,6 +596,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-timing", action="store_true")
     args = parser.parse_args(argv)
+    args.runs, why = repetitions("privelet", args.full, args.runs)
+    print(f"releases per epsilon: {args.runs} ({why})", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     square: list[dict[str, Any]] = []
     relative: list[dict[str, Any]] = []

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from dpcube.experiments.repetitions import format_mean_se, repetitions, standard_error
 from dpcube.histogram import Histogram
 from dpcube.mechanisms.spatial._common import spatial_case_schema, tree_height
 from dpcube.mechanisms.spatial.baselines import QuadTree, quadtree_height
@@ -49,7 +50,7 @@ def sweep(
     truth = box_sums(prefix_sums(F), boxes)
     rows = []
     for eps in epsilons:
-        mae = {}
+        mae, mae_se = {}, {}
         for k in range(2, full + 1):
             errors = []
             for seed in range(reps):
@@ -58,10 +59,12 @@ def sweep(
                 assert isinstance(release, LeafRelease)
                 errors.append(np.abs(release.answer_boxes(boxes) - truth).mean())
             mae[k] = float(np.mean(errors))
+            mae_se[k] = standard_error([float(e) for e in errors])
         best = min(mae, key=lambda k: mae[k])
         h = tree_height(float(F.sum()), eps)
         row: dict[str, Any] = {"dataset": name, "epsilon": eps, "N": int(F.sum()), "h": h}
         row.update({f"mae_{k}": v for k, v in mae.items()})
+        row.update({f"mae_se_{k}": v for k, v in mae_se.items()})
         row["oracle_height"] = best
         for rule in RULES:
             k = full if rule == "full" else quadtree_height(h, side, side, rule)
@@ -100,19 +103,27 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="dpcube bench quadtree-height", description=__doc__)
     parser.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
     parser.add_argument("--quick", action="store_true", help="one small synthetic grid")
-    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--reps", type=int, default=None, help="seeds per height (default 3)")
+    parser.add_argument("--full", action="store_true", help="the spec's 5 seeds (htf.md A20)")
     parser.add_argument("--queries", type=int, default=1000)
     args = parser.parse_args(argv)
+    args.reps, why = repetitions("quadtree-height", args.full, args.reps)
+    print(f"seeds per height: {args.reps} ({why})")
     datasets = _datasets(args.data_dir, args.quick)
     rows: list[dict[str, Any]] = []
     for name, F in datasets.items():
         boxes = random_boxes(F.shape[0], args.queries, 0)
         rows += sweep(name, F, EPSILONS, args.reps, boxes)
-    print("| data set | eps | h | oracle k | tuned k (ratio) | spec k (ratio) | full k (ratio) |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "| data set | eps | h | oracle k | oracle MAE ± SE "
+        "| tuned k (ratio) | spec k (ratio) | full k (ratio) |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         cells = " | ".join(f"{r[f'{x}_height']} ({r[f'{x}_ratio']:.2f})" for x in RULES)
-        print(f"| {r['dataset']} | {r['epsilon']} | {r['h']} | {r['oracle_height']} | {cells} |")
+        k = r["oracle_height"]
+        best = format_mean_se(r[f"mae_{k}"], r[f"mae_se_{k}"], 1)
+        print(f"| {r['dataset']} | {r['epsilon']} | {r['h']} | {k} | {best} | {cells} |")
     for rule, s in summary(rows).items():
         print(
             f"{rule}: geometric mean ratio to the oracle {s['geomean']:.3f}, worst {s['worst']:.2f}"

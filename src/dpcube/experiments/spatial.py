@@ -34,6 +34,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import ndtri
 
+from dpcube.experiments.repetitions import repetitions, standard_error
 from dpcube.histogram import Histogram
 from dpcube.mechanisms.spatial import (
     HTF,
@@ -557,6 +558,8 @@ KEYS = ("figure", "dataset", "method", "epsilon", "height", "workload")
 
 
 def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Mean relative error per setting (``KEYS``) over the runs: ``mre``, its deviation ``sd`` and
+    the standard error of the mean ``se`` (nan for one run)."""
     groups: dict[tuple[Any, ...], list[float]] = {}
     for r in rows:
         groups.setdefault(tuple(r[k] for k in KEYS), []).append(r["mre"])
@@ -565,6 +568,7 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             **dict(zip(KEYS, k, strict=True)),
             "mre": float(np.mean(v)),
             "sd": float(np.std(v)),
+            "se": standard_error(v),
             "runs": len(v),
         }
         for k, v in groups.items()
@@ -862,7 +866,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--reps", type=int, default=2, help="mechanism runs (seeds) per setting")
+    parser.add_argument(
+        "--reps", type=int, default=None, help="mechanism runs (seeds) per setting (default 2)"
+    )
+    parser.add_argument(
+        "--full", action="store_true", help="the spec's 5 runs per setting (htf.md A20)"
+    )
     parser.add_argument("--queries", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
@@ -874,6 +883,8 @@ def main(argv: list[str] | None = None) -> int:
         "--quick", action="store_true", help="small grids and few settings (a smoke test)"
     )
     args = parser.parse_args(argv)
+    args.reps, why = repetitions("spatial", args.full, args.reps)
+    print(f"runs per setting: {args.reps} ({why})")
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     figures = set(args.figures.split(","))

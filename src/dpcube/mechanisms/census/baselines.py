@@ -1,8 +1,12 @@
 """Baselines: the relaxed quadratic programs M-bar_H / M-bar_C with rounding, and TopDown.
 
-Spec sections 2.2, 2.6 and 2.9. The relaxed programs are solved by HiGHS (open source; its QP
-solver handles convex QPs) in place of the paper's Gurobi. They are NOT exact: rounding each value
-independently breaks consistency and faithfulness (the #CV column of Table 7).
+Spec sections 2.2, 2.6 and 2.9. The relaxed programs are convex QPs (the paper used Gurobi). They
+are solved by Clarabel (a sparse interior-point solver; the default, spec 3.1's suggested
+substitute) or by HiGHS (an active-set QP solver, kept as a cross-check: it reaches its time limit
+from k = 10 on the census tree). Clarabel stops when the relative duality gap and the primal and
+dual residuals are below ``tolerance`` (its ``tol_gap_rel`` / ``tol_feas``, reported in
+:class:`QPResult`). The programs are NOT exact: rounding each value independently breaks
+consistency and faithfulness (the #CV column of Table 7).
 
 TopDown (spec 2.9 reconstruction): root projected onto the simplex {x >= 0, sum x = G} and
 rounded by largest remainder; then level by level each region's children, per size, projected
@@ -21,15 +25,32 @@ from numpy.typing import NDArray
 from dpcube.mechanisms.census.cumulative import gamma_inv
 from dpcube.mechanisms.census.hierarchy import RegionHierarchy
 
+#: The solvers of the relaxed programs: ``clarabel`` (interior point) and ``highs`` (active set).
+QP_SOLVERS = ("clarabel", "highs")
+
+#: Clarabel's stopping tolerance (relative gap and feasibility) unless one is given.
+DEFAULT_QP_TOLERANCE = 1e-8
+
 
 @dataclass
 class QPResult:
+    """The continuous solution of a relaxed program, before rounding.
+
+    ``objective`` is sum (x - target)^2 at the returned x (the program's objective H1 / C1);
+    ``tolerance`` the solver's stopping tolerance (``nan`` for HiGHS, whose QP solver has none
+    to set); ``status`` the solver's own word ("Solved", "Optimal", "MaxTime", "Time limit
+    reached", ...).
+    """
+
     values: NDArray[np.float64]
     status: str
     seconds: float
+    solver: str = "highs"
+    objective: float = float("nan")
+    tolerance: float = float("nan")
 
 
-def _consistency_rows(
+def consistency_rows(
     h: RegionHierarchy, k: int
 ) -> tuple[list[NDArray[np.int64]], list[NDArray[np.int64]], list[NDArray[np.float64]]]:
     """Rows x[r, s] - sum_{c in ch(r)} x[c, s] = 0 in COO form (variable index r * k + s)."""
@@ -50,6 +71,71 @@ def _consistency_rows(
 
 
 def _solve_qp(
+    target: NDArray[np.float64],
+    rows: NDArray[np.int64],
+    cols: NDArray[np.int64],
+    vals: NDArray[np.float64],
+    lower: NDArray[np.float64],
+    upper: NDArray[np.float64],
+    time_limit: float,
+    solver: str = "clarabel",
+    tolerance: float = DEFAULT_QP_TOLERANCE,
+) -> QPResult:
+    """min sum (x - target)^2 s.t. lower <= A x <= upper, x >= 0, with the named solver."""
+    if solver == "clarabel":
+        qp = _solve_qp_clarabel(target, rows, cols, vals, lower, upper, time_limit, tolerance)
+    elif solver == "highs":
+        qp = _solve_qp_highs(target, rows, cols, vals, lower, upper, time_limit)
+    else:
+        raise ValueError(f"qp solver must be one of {', '.join(QP_SOLVERS)}; got {solver!r}")
+    qp.objective = float(np.sum((qp.values - target) ** 2))
+    return qp
+
+
+def _solve_qp_clarabel(
+    target: NDArray[np.float64],
+    rows: NDArray[np.int64],
+    cols: NDArray[np.int64],
+    vals: NDArray[np.float64],
+    lower: NDArray[np.float64],
+    upper: NDArray[np.float64],
+    time_limit: float,
+    tolerance: float,
+) -> QPResult:
+    """The same program for Clarabel: min 1/2 x'(2I)x - 2 target'x s.t. A_eq x = b (zero cone),
+    A_le x <= u (rows with lower = -inf), -x <= 0 (non-negative cone). P = 2I, sparse A."""
+    import clarabel
+    import scipy.sparse as sp
+
+    n = target.size
+    A = sp.csr_matrix((vals, (rows, cols)), shape=(int(lower.size), n))
+    eq = np.flatnonzero(lower == upper)
+    le = np.flatnonzero((lower != upper) & np.isneginf(lower))
+    if eq.size + le.size != lower.size:
+        raise ValueError("clarabel path supports rows lower == upper or lower = -inf only")
+    M = sp.vstack([A[eq], A[le], -sp.identity(n, format="csr")], format="csc")
+    b = np.concatenate([upper[eq], upper[le], np.zeros(n)])
+    cones = [clarabel.ZeroConeT(int(eq.size))]
+    if le.size:
+        cones.append(clarabel.NonnegativeConeT(int(le.size)))
+    cones.append(clarabel.NonnegativeConeT(n))
+    settings = clarabel.DefaultSettings()
+    settings.verbose = False
+    settings.time_limit = float(time_limit)
+    settings.tol_gap_rel = settings.tol_gap_abs = settings.tol_feas = float(tolerance)
+    settings.max_threads = 1
+    t0 = time.perf_counter()
+    sol = clarabel.DefaultSolver(
+        sp.identity(n, format="csc") * 2.0, -2.0 * target, M, b, cones, settings
+    ).solve()
+    seconds = time.perf_counter() - t0
+    x = np.asarray(sol.x, dtype=np.float64)
+    if x.size != n:
+        x = np.zeros(n)
+    return QPResult(x, str(sol.status), seconds, "clarabel", tolerance=float(tolerance))
+
+
+def _solve_qp_highs(
     target: NDArray[np.float64],
     rows: NDArray[np.int64],
     cols: NDArray[np.int64],
@@ -99,7 +185,12 @@ def _solve_qp(
 
 
 def relaxed_hierarchical(
-    h: RegionHierarchy, noisy: NDArray[np.float64], groups: int, time_limit: float = 1800.0
+    h: RegionHierarchy,
+    noisy: NDArray[np.float64],
+    groups: int,
+    time_limit: float = 1800.0,
+    solver: str = "clarabel",
+    tolerance: float = DEFAULT_QP_TOLERANCE,
 ) -> tuple[NDArray[np.int64], QPResult]:
     """M-bar_H: the convex relaxation of Model 1 (H1-H3, x >= 0), then np.rint per value (spec 2.2).
 
@@ -109,7 +200,7 @@ def relaxed_hierarchical(
     5
     """
     R, k = noisy.shape
-    rows, cols, vals = _consistency_rows(h, k)
+    rows, cols, vals = consistency_rows(h, k)
     nrow = int(np.sum(h.level < h.levels)) * k
     rows.append(np.full(k, nrow))
     cols.append(np.arange(k))
@@ -124,6 +215,8 @@ def relaxed_hierarchical(
         lower,
         lower.copy(),
         time_limit,
+        solver,
+        tolerance,
     )
     return np.maximum(np.rint(qp.values), 0).astype(np.int64).reshape(R, k), qp
 
@@ -133,10 +226,12 @@ def relaxed_cumulative(
     noisy_cumulative: NDArray[np.float64],
     groups: int,
     time_limit: float = 1800.0,
+    solver: str = "clarabel",
+    tolerance: float = DEFAULT_QP_TOLERANCE,
 ) -> tuple[NDArray[np.int64], QPResult]:
     """M-bar_C: the relaxation of Model 2 (C1-C4, c >= 0); round c (monotone), then Gamma^-1."""
     R, k = noisy_cumulative.shape
-    rows, cols, vals = _consistency_rows(h, k)
+    rows, cols, vals = consistency_rows(h, k)
     nrow = int(np.sum(h.level < h.levels)) * k
     mono = np.arange(R * (k - 1))
     rr = np.repeat(np.arange(R), k - 1)
@@ -158,6 +253,8 @@ def relaxed_cumulative(
         lower,
         upper,
         time_limit,
+        solver,
+        tolerance,
     )
     c = np.maximum(np.rint(qp.values), 0).astype(np.int64).reshape(R, k)
     return gamma_inv(c), qp

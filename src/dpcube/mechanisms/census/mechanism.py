@@ -8,10 +8,19 @@ method         noise               post-processing                   exact?
 ``dp``         n^r, Delta 2        M_DP tree DP + slope merge        Model 1
 ``cdp``        see ``noise_mode``  M_CDP chain (corrected rule)      Model 3
 ``cdp_approx`` Gamma(n^r), Delta 1 isotonic + round, then M_DP       approx.
-``qp``         n^r, Delta 2        relaxed Model 1 QP (HiGHS), rint  no (#CV)
-``qp_cumulative`` Gamma(n^r)       relaxed Model 2 QP (HiGHS), rint  no (#CV)
+``qp``         n^r, Delta 2        relaxed Model 1 QP, rint          no (#CV)
+``qp_cumulative`` Gamma(n^r)       relaxed Model 2 QP, rint          no (#CV)
+``qip``        n^r, Delta 2        M_H: Model 1 as a HiGHS MIP       Model 1*
+``qip_cumulative`` Gamma(n^r)      M_C: Model 2 as a HiGHS MIP       Model 2*
 ``topdown``    n^r, Delta 2        TopDown (spec 2.9)                feasible
 =============  ==================  ================================  =========
+
+The relaxed QPs run on ``qp_solver`` (``clarabel``, interior point, stopping tolerance
+``qp_tolerance``; or ``highs``, active set); their status, tolerance and continuous objective are
+in the release's ``noise`` metadata. (*) The exact programs (:mod:`dpcube.mechanisms.census.exact`)
+linearise the square exactly inside the same window as ``dp`` (round(y) +- half-width, a
+relaxation outside it) and stop at ``qp_time_limit`` with the best integer solution found (never worse than the TopDown warm
+start); ``mip_certified`` in the metadata says whether it is proven optimal.
 
 The privacy story (neighbours, sensitivities, noise modes) is in
 :mod:`dpcube.mechanisms.census.privacy`. ``noise_mode="as_published"`` is the paper's M_CDP noise
@@ -34,7 +43,13 @@ from dpcube.errors import BudgetError, DataError
 from dpcube.histogram import Histogram
 from dpcube.mechanisms.base import Mechanism, SensitivityClaim, refuse_delta
 from dpcube.mechanisms.census import privacy as P
-from dpcube.mechanisms.census.baselines import relaxed_cumulative, relaxed_hierarchical, topdown
+from dpcube.mechanisms.census.baselines import (
+    DEFAULT_QP_TOLERANCE,
+    QP_SOLVERS,
+    relaxed_cumulative,
+    relaxed_hierarchical,
+    topdown,
+)
 from dpcube.mechanisms.census.chain import (
     chain_isotonic,
     chain_objective,
@@ -43,6 +58,7 @@ from dpcube.mechanisms.census.chain import (
 )
 from dpcube.mechanisms.census.cumulative import approx_counts, gamma
 from dpcube.mechanisms.census.dp import noise_half_width, solve_tree, tail_half_width
+from dpcube.mechanisms.census.exact import exact_cumulative, exact_hierarchical
 from dpcube.mechanisms.census.hierarchy import RegionHierarchy
 from dpcube.mechanisms.census.release import CensusRelease
 from dpcube.mechanisms.census.table import GroupSizeTable
@@ -52,9 +68,32 @@ from dpcube.privacy.random import RandomSource
 from dpcube.release.base import Release, ReleaseMetadata
 from dpcube.schema import Nominal, Schema
 
-METHODS = ("dp", "cdp", "cdp_approx", "qp", "qp_cumulative", "topdown")
+METHODS = ("dp", "cdp", "cdp_approx", "qp", "qp_cumulative", "qip", "qip_cumulative", "topdown")
 #: Top code of the tiny "units histogram" form used by the conformance suite (see units_table).
 UNITS_MAX_SIZE = 3
+
+
+def qp_info(qp: Any) -> dict[str, Any]:
+    """What a release records of its relaxed program (all computed from the noisy values only)."""
+    return {
+        "solver": qp.solver,
+        "solver_status": qp.status,
+        "solver_tolerance": qp.tolerance,
+        "solver_seconds": qp.seconds,
+        "relaxed_objective": qp.objective,
+    }
+
+
+def mip_info(mip: Any) -> dict[str, Any]:
+    """What a release records of its exact program (from the noisy values only)."""
+    return {
+        "solver": "highs-mip",
+        "solver_status": mip.status,
+        "solver_seconds": mip.seconds,
+        "objective": mip.objective,
+        "mip_bound": mip.bound,
+        "mip_certified": mip.certified,
+    }
 
 
 def units_table(
@@ -119,6 +158,8 @@ class CensusHierarchy(Mechanism):
         half_width: int | None = None,
         domain_c: float = 3.0,
         qp_time_limit: float = 1800.0,
+        qp_solver: str = "clarabel",
+        qp_tolerance: float = DEFAULT_QP_TOLERANCE,
     ) -> None:
         super().__init__(epsilon, None, neighbour)
         if method not in METHODS:
@@ -134,6 +175,14 @@ class CensusHierarchy(Mechanism):
         self.half_width = half_width
         self.domain_c = float(domain_c)
         self.qp_time_limit = float(qp_time_limit)
+        if qp_solver not in QP_SOLVERS:
+            raise BudgetError(
+                f"qp_solver must be one of {', '.join(QP_SOLVERS)}; got {qp_solver!r}"
+            )
+        if not (0 < float(qp_tolerance) < 1):
+            raise BudgetError(f"qp_tolerance must be in (0, 1), got {qp_tolerance!r}")
+        self.qp_solver = qp_solver
+        self.qp_tolerance = float(qp_tolerance)
 
     # -- privacy -------------------------------------------------------------------------------
     def _measurements(self, level_sizes: tuple[int, ...]) -> list[dict[str, Any]]:
@@ -213,7 +262,16 @@ class CensusHierarchy(Mechanism):
             return lambda n: cls(0.5, method=method, neighbour=n)
 
         cases = []
-        for method in ("dp", "cdp", "cdp_approx", "topdown", "qp", "qp_cumulative"):
+        for method in (
+            "dp",
+            "cdp",
+            "cdp_approx",
+            "topdown",
+            "qp",
+            "qp_cumulative",
+            "qip",
+            "qip_cumulative",
+        ):
             cases.append(
                 Case(
                     f"census-{method}",
@@ -360,7 +418,7 @@ class CensusHierarchy(Mechanism):
         )
         info: dict[str, Any] = {}
         t0 = time.perf_counter()
-        if self.method in ("dp", "qp", "topdown"):
+        if self.method in ("dp", "qp", "qip", "topdown"):
             noisy, info = P.noisy_counts(data, self.epsilon, source, self.neighbour)
             t1 = time.perf_counter()
             if self.method == "dp":
@@ -373,12 +431,27 @@ class CensusHierarchy(Mechanism):
                 )
             elif self.method == "qp":
                 values, qp = relaxed_hierarchical(
-                    h, noisy.astype(np.float64), G, self.qp_time_limit
+                    h,
+                    noisy.astype(np.float64),
+                    G,
+                    self.qp_time_limit,
+                    self.qp_solver,
+                    self.qp_tolerance,
                 )
-                info["solver_status"] = qp.status
+                info.update(qp_info(qp))
+            elif self.method == "qip":
+                alpha = math.exp(-self.epsilon / (L * P.vector_sensitivity(self.neighbour)))
+                values, mip = exact_hierarchical(
+                    h,
+                    noisy.astype(np.float64),
+                    G,
+                    self.qp_time_limit,
+                    self._window(alpha, h.size * k),
+                )
+                info.update(mip_info(mip))
             else:
                 values = topdown(h, noisy.astype(np.float64), G)
-        elif self.method in ("cdp_approx", "qp_cumulative"):
+        elif self.method in ("cdp_approx", "qp_cumulative", "qip_cumulative"):
             cum, info = P.noisy_cumulative(data, self.epsilon, source, self.neighbour)
             t1 = time.perf_counter()
             if self.method == "cdp_approx":
@@ -391,9 +464,26 @@ class CensusHierarchy(Mechanism):
                     sol.objective,
                     sol.half_width,
                 )
+            elif self.method == "qip_cumulative":
+                alpha = math.exp(-self.epsilon / (L * P.cumulative_sensitivity(self.neighbour)))
+                values, mip = exact_cumulative(
+                    h,
+                    cum.astype(np.float64),
+                    G,
+                    self.qp_time_limit,
+                    self._window(alpha, h.size * k),
+                )
+                info.update(mip_info(mip))
             else:
-                values, qp = relaxed_cumulative(h, cum.astype(np.float64), G, self.qp_time_limit)
-                info["solver_status"] = qp.status
+                values, qp = relaxed_cumulative(
+                    h,
+                    cum.astype(np.float64),
+                    G,
+                    self.qp_time_limit,
+                    self.qp_solver,
+                    self.qp_tolerance,
+                )
+                info.update(qp_info(qp))
         else:
             chain, info = P.noisy_chain(data, self.epsilon, source, self.neighbour, self.noise_mode)
             t1 = time.perf_counter()

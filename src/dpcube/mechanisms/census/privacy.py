@@ -87,13 +87,16 @@ def accounting(
     eps_l = epsilon / L
     levels: list[dict[str, Any]] = []
     for level, size in enumerate(level_sizes, start=1):
-        if method in ("dp", "qp", "topdown"):
+        if method in ("dp", "qp", "qip", "topdown"):
             meas, delta, scale = (
                 "group_sizes",
                 vector_sensitivity(neighbour),
                 vector_sensitivity(neighbour) / eps_l,
             )
-        elif method in ("cdp_approx", "qp_cumulative") or noise_mode == "private_postprocessed":
+        elif (
+            method in ("cdp_approx", "qp_cumulative", "qip_cumulative")
+            or noise_mode == "private_postprocessed"
+        ):
             meas, delta, scale = (
                 "cumulative",
                 cumulative_sensitivity(neighbour),
