@@ -141,6 +141,9 @@ def test_census_table_region_by_size_and_size_one(
     df = release.to_pandas(runs=20, seed=1)
     assert len(df) == release.hierarchy.size * release.max_size
     assert set(df.columns) >= {"region", "level", "size", "estimate", "lower", "upper"}
+    # the region's level in the hierarchy survives; the confidence level has its own column
+    assert df["level"].min() == 1 and df["level"].max() >= 2  # nation 1, then its regions
+    assert (df["confidence_level"] == 0.95).all()
     ga = df[(df.region == "GA") & (df["size"] == 2)].iloc[0]
     assert ga.estimate == release.answer({"region": "GA", "size": 2})
     release.save(tmp_path / "c")

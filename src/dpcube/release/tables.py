@@ -11,7 +11,8 @@ Columns, per attribute of the row's cell:
 
 then ``estimate`` (the release's answer for that row), ``stddev`` (the answer's error sd: the
 exact noise sd, or the bootstrap error), ``lower`` and ``upper`` (the interval at ``level``),
-``level``; and, where the error is not exact, ``noise_sd`` and ``error_kind`` ("bootstrap" or
+``level`` (``confidence_level`` in a census table, whose ``level`` is the region's level in the
+hierarchy); and, where the error is not exact, ``noise_sd`` and ``error_kind`` ("bootstrap" or
 "none"). The uncertainty is :func:`dpcube.release.uncertainty.answer_uncertainty`'s; the table's
 Arrow metadata (key ``dpcube``) records the release id, kind, level, error kind and its reason.
 
@@ -228,7 +229,9 @@ def rows_from_cells(
     columns["stddev"] = floats(u.stddev)
     columns["lower"] = floats(u.lower)
     columns["upper"] = floats(u.upper)
-    columns["level"] = np.full(n, float(level))
+    # a census table's hierarchy level is a label named "level": the confidence level then goes
+    # under "confidence_level" rather than overwrite it
+    columns["confidence_level" if "level" in columns else "level"] = np.full(n, float(level))
     if u.kind != "exact":
         columns["noise_sd"] = floats(u.noise_sd)
         columns["error_kind"] = [str(u.kind)] * n
