@@ -72,9 +72,12 @@ def in_process(release_dir: Path, queries: list[dict[str, Any]], batch: int) -> 
     return {"single_qps": single_qps, "batch_answers_per_s": batch_aps}
 
 
-def start_server(release_dir: Path, max_batch: int) -> tuple[subprocess.Popen[str], str, int]:
+def start_server(
+    release_dir: Path, max_batch: int, workers: int = 1
+) -> tuple[subprocess.Popen[str], str, int]:
     cmd = [sys.executable, "-m", "dpcube", "serve", str(release_dir), "--port", "0",
-           "--max-batch", str(max_batch), "--max-body-bytes", str(16 << 20)]  # fmt: skip
+           "--max-batch", str(max_batch), "--max-body-bytes", str(16 << 20),
+           "--workers", str(workers)]  # fmt: skip
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
@@ -89,9 +92,17 @@ def start_server(release_dir: Path, max_batch: int) -> tuple[subprocess.Popen[st
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` (Linux ``/proc/PID/stat``)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU seconds of process ``pid`` and of its children (uvicorn's workers with
+    ``--workers N``), from Linux ``/proc/PID/stat``."""
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # a process that ended meanwhile
+            continue
+        if stat.parent.name == str(pid) or fields[1] == str(pid):
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def request_bytes(host: str, port: int, path: str, body: dict[str, Any]) -> bytes:
@@ -163,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--clients", type=int, default=32, help="concurrent single-query clients")
     p.add_argument("--batch", type=int, default=1000, help="queries per batch request")
     p.add_argument("--batch-clients", type=int, default=4, help="concurrent batch clients")
+    p.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
     args = p.parse_args(argv)
     queries = random_queries(20_000)
     with tempfile.TemporaryDirectory() as tmp:
@@ -170,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         local = in_process(release_dir, queries, args.batch)
         print(f"in process: {local['single_qps']:,.0f} single queries/s, "
               f"{local['batch_answers_per_s']:,.0f} answers/s in batches of {args.batch} (CPU s)")  # fmt: skip
-        proc, host, port = start_server(release_dir, max(args.batch, 1))
+        proc, host, port = start_server(release_dir, max(args.batch, 1), args.workers)
         try:
             path = "/api/releases/people/answer"
             for _ in range(50):  # wait until uvicorn answers
@@ -199,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
             proc.wait(timeout=30)
     answers_per_s = batch["per_s"] * args.batch
     print(
-        f"HTTP single ({args.clients} clients, {args.duration:g} s, 1 uvicorn worker): "
+        f"HTTP single ({args.clients} clients, {args.duration:g} s, {args.workers} uvicorn worker(s)): "
         f"{single['per_s']:,.0f} requests/s, p50 {single['p50_ms']:.1f} ms, "
         f"p99 {single['p99_ms']:.1f} ms, {single['errors']} errors; server "
         f"{single['server_cpu_ms_per_request']:.3f} CPU ms/request "
