@@ -7,7 +7,7 @@ states = 12,120 cells; the release of ``benchmarks/query_latency.py``) and rando
 1. **in process**: the service's own answering path
    (:meth:`dpcube.serve.served.ServedRelease.answer`, the release's vectorised prefix sums and
    exact intervals) on single queries and on batches, in CPU seconds (``time.process_time``);
-2. **over HTTP**: starts ``python -m dpcube serve REL --port 0`` (one uvicorn worker, one
+2. **over HTTP**: starts ``python -m dpcube serve REL --port 0`` (``--workers``, default one uvicorn worker in one
    process: the CLI as a user runs it) and drives it from this process with ``--clients``
    concurrent keep-alive connections on loopback for ``--duration`` seconds, each sending one
    ``POST /api/releases/people/answer`` with one query and waiting for the answer before the next
@@ -91,18 +91,25 @@ def start_server(
     return proc, "127.0.0.1", int(match.group(1))
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` and of its children (uvicorn's workers with
+def cpu_by_process(pid: int) -> dict[int, float]:
+    """User + system CPU seconds of process ``pid`` and of each of its children (the workers of
     ``--workers N``), from Linux ``/proc/PID/stat``."""
-    total = 0
+    out: dict[int, float] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
         except OSError:  # a process that ended meanwhile
             continue
         if stat.parent.name == str(pid) or fields[1] == str(pid):
-            total += int(fields[11]) + int(fields[12])
-    return total / os.sysconf("SC_CLK_TCK")
+            out[int(stat.parent.name)] = (int(fields[11]) + int(fields[12])) / os.sysconf(
+                "SC_CLK_TCK"
+            )
+    return out
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds of ``pid`` and its children together."""
+    return sum(cpu_by_process(pid).values())
 
 
 def request_bytes(host: str, port: int, path: str, body: dict[str, Any]) -> bytes:
@@ -153,9 +160,11 @@ async def drive(
 def over_http(
     host: str, port: int, pid: int, requests: list[bytes], clients: int, duration: float
 ) -> dict[str, float]:
-    cpu0 = cpu_seconds(pid)
+    before = cpu_by_process(pid)
     latencies, errors, wall = asyncio.run(drive(host, port, requests, clients, duration))
-    cpu = cpu_seconds(pid) - cpu0
+    after = cpu_by_process(pid)
+    used = {p: after[p] - before.get(p, 0.0) for p in after}
+    cpu = sum(used.values())
     lat = np.asarray(latencies) * 1000.0
     return {
         "requests": len(lat),
@@ -165,6 +174,9 @@ def over_http(
         "p99_ms": float(np.percentile(lat, 99)),
         "server_cpu_ms_per_request": 1000.0 * cpu / max(len(lat), 1),
         "server_cpu_share": cpu / wall,
+        # each process's share of a core (parent and workers; a worker near 100 % while another
+        # idles means the connections were not spread)
+        "process_shares": sorted((u / wall for u in used.values()), reverse=True),
     }
 
 
@@ -174,7 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--clients", type=int, default=32, help="concurrent single-query clients")
     p.add_argument("--batch", type=int, default=1000, help="queries per batch request")
     p.add_argument("--batch-clients", type=int, default=4, help="concurrent batch clients")
-    p.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
+    p.add_argument(
+        "--workers", type=int, default=1, help="dpcube serve --workers (worker processes)"
+    )
     args = p.parse_args(argv)
     queries = random_queries(20_000)
     with tempfile.TemporaryDirectory() as tmp:
@@ -211,11 +225,12 @@ def main(argv: list[str] | None = None) -> int:
             proc.wait(timeout=30)
     answers_per_s = batch["per_s"] * args.batch
     print(
-        f"HTTP single ({args.clients} clients, {args.duration:g} s, {args.workers} uvicorn worker(s)): "
+        f"HTTP single ({args.clients} clients, {args.duration:g} s, {args.workers} worker(s)): "
         f"{single['per_s']:,.0f} requests/s, p50 {single['p50_ms']:.1f} ms, "
         f"p99 {single['p99_ms']:.1f} ms, {single['errors']} errors; server "
         f"{single['server_cpu_ms_per_request']:.3f} CPU ms/request "
-        f"({single['server_cpu_share']:.0%} of a core; with a core to itself: "
+        f"({single['server_cpu_share']:.0%} of a core; per process "
+        f"{' / '.join(f'{x:.0%}' for x in single['process_shares'])}; with a core to itself: "
         f"{1000.0 / single['server_cpu_ms_per_request']:,.0f} requests/s)"
     )
     print(

@@ -88,6 +88,82 @@ def test_workers_share_one_bootstrap_seed(release_dirs: dict[str, Path]) -> None
     assert "Traceback" not in err
 
 
+def established_per_worker(parent: int, port: int) -> dict[int, int]:
+    """Established TCP connections to ``port`` held by each child of ``parent`` (Linux /proc:
+    a worker's socket inodes matched against /proc/net/tcp; IPv4 loopback)."""
+    established = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if int(fields[1].split(":")[1], 16) == port and fields[3] == "01":  # 01 = ESTABLISHED
+            established.add(fields[9])
+    counts: dict[int, int] = {}
+    for child in Path(f"/proc/{parent}/task/{parent}/children").read_text().split():
+        inodes = set()
+        for fd in Path(f"/proc/{child}/fd").iterdir():
+            try:
+                target = os.readlink(fd)
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+        counts[int(child)] = len(inodes & established)
+    return counts
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="needs Linux /proc")
+def test_workers_each_accept_on_their_own_socket_and_come_back(
+    release_dirs: dict[str, Path],
+) -> None:
+    """``--workers 2``: SO_REUSEPORT spreads 32 keep-alive connections over both workers (the
+    kernel hashes each connection to one socket: with 32 connections a split worse than 28:4
+    has probability 2 * sum_{k<=3} C(32, k) / 2^32 = 2.6e-6), a worker killed is replaced and the
+    service keeps answering, and SIGTERM ends the workers with the parent."""
+    import signal
+    import socket
+
+    proc, url = start(str(release_dirs["cells"]), "--workers", "2")
+    port = int(url.rsplit(":", 1)[1].strip("/"))
+    try:
+        connections = []
+        for _ in range(32):
+            sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+            sock.sendall(f"GET /api/health HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+            assert sock.recv(4096).startswith(b"HTTP/1.1 200")  # accepted and answered
+            connections.append(sock)
+        counts = established_per_worker(proc.pid, port)
+        for sock in connections:
+            sock.close()
+        workers = [pid for pid, n in counts.items() if n]
+        assert len(workers) == 2 and sum(counts.values()) == 32, counts
+        assert min(counts[w] for w in workers) >= 4, counts
+        os.kill(workers[0], signal.SIGKILL)
+        for _ in range(6):  # connections hashed to the dead worker's socket wait for its successor
+            response = httpx.get(url + "api/health", timeout=60)
+            assert response.json()["status"] == "ok"
+        before = set(counts)
+        deadline = time.monotonic() + 60  # the parent looks at its workers every 0.5 s
+        while True:
+            children = set(
+                map(int, Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split())
+            )
+            if workers[0] not in children and children - before:
+                break
+            assert time.monotonic() < deadline, children
+            time.sleep(0.2)
+        assert workers[1] in children  # the other worker was left alone
+        successor = (children - before).pop()
+        assert httpx.get(url + "api/health", timeout=60).json()["status"] == "ok"
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=60)
+    assert "serve worker" in err and "restarting it" in err
+    assert "Traceback" not in err
+    for pid in [*workers, successor]:
+        assert (
+            not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
+        )
+
+
 def test_serve_refuses_bad_input_with_one_line(
     release_dirs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

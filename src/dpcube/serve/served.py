@@ -2,7 +2,7 @@
 
 A :class:`ServedRelease` wraps one release directory read by :func:`dpcube.release.load_release`
 (which verifies the manifest and every table's SHA-256). Queries are resolved to their boxes once
-(:class:`dpcube.schema.BoxedQuery`), so the release's vectorised prefix-sum path answers them and
+(:class:`QueryResolver`, :class:`dpcube.schema.BoxedQueries`), so the release's vectorised prefix-sum path answers them and
 :meth:`dpcube.release.base.Release.uncertainty` does not resolve them a second time for the
 variance. A bootstrap-kind release (spatial trees, census) has its replicates computed once
 (:func:`warm_bootstrap`) and kept in memory for the life of the process.
@@ -32,7 +32,7 @@ from dpcube.release.base import (
     load_release,
     publication_warning,
 )
-from dpcube.schema import BoxedQuery, Nominal, Ordinal, Schema, Spatial
+from dpcube.schema import BoxedQueries, Nominal, Ordinal, Schema, Spatial
 
 #: The report file served when the manifest names none (``dpcube report`` writes it).
 REPORT_HTML = "report.html"
@@ -105,6 +105,52 @@ def remembering_schema(schema: Schema) -> Schema:
     return Schema(attributes)
 
 
+class QueryResolver:
+    """Resolves a batch of queries to one int array of boxes (q, axes, 2), as
+    :meth:`dpcube.schema.Schema.box` resolves each (same boxes, same errors), in one tight loop:
+    each attribute's distinct constraints are worked out once (:func:`remembering_schema`), an
+    attribute a query leaves out spans its whole axis, and a query that names an attribute the
+    schema lacks goes through ``Schema.box`` for its error line.
+
+    >>> s = Schema.from_dict({"attributes": [
+    ...     {"name": "x", "kind": "ordinal", "range": [0, 9], "width": 1},
+    ...     {"name": "c", "kind": "nominal", "categories": ["a", "b"]}]})
+    >>> QueryResolver(s).boxes([{"x": [2, 5]}, {"c": "b"}]).tolist()
+    [[[2, 5], [0, 1]], [[0, 9], [1, 1]]]
+    >>> QueryResolver(s).boxes([{"y": 1}])
+    Traceback (most recent call last):
+    dpcube.errors.QueryError: queries[0]: unknown attribute 'y' in query; the schema has x, c
+    """
+
+    def __init__(self, schema: Schema) -> None:
+        self._schema = remembering_schema(schema)
+        self._names = frozenset(schema.names)
+        self._axes = len(schema.shape)
+        self._parts = tuple(
+            (a.name, a.constraint, tuple((0, n - 1) for n in a.shape))
+            for a in self._schema.attributes
+        )
+
+    def boxes(self, queries: Sequence[Any]) -> Any:
+        """The boxes of ``queries``; an error names ``queries[i]``."""
+        names, parts = self._names, self._parts
+        flat: list[tuple[int, int]] = []
+        extend = flat.extend
+        for i, query in enumerate(queries):
+            if not isinstance(query, Mapping):
+                raise QueryError(f"queries[{i}] must be an object {{attribute: constraint}}")
+            try:
+                if not names.issuperset(query):
+                    self._schema.box(query)  # raises the schema's own line for the unknown name
+                for name, constraint, whole in parts:
+                    extend(constraint(query[name]) if name in query else whole)
+            except DPCubeError as exc:
+                raise QueryError(f"queries[{i}]: {exc}") from None
+            except (TypeError, ValueError, OverflowError) as exc:
+                raise QueryError(f"queries[{i}] could not be read: {exc}") from None
+        return np.array(flat, dtype=np.int64).reshape(len(queries), self._axes, 2)
+
+
 def json_floats(values: Any) -> list[float | None]:
     """Floats for JSON: NaN and infinities become None (``null``).
 
@@ -148,7 +194,7 @@ class ServedRelease:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _answer_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _warm: bool = False
-    _schema: Schema | None = field(default=None, repr=False)
+    _resolver: QueryResolver | None = field(default=None, repr=False)
 
     @classmethod
     def load(
@@ -280,32 +326,22 @@ class ServedRelease:
         return rows
 
     # -- answering -------------------------------------------------------------------------------
-    def resolve(self, queries: Sequence[Any]) -> list[Mapping[str, Any]]:
+    def resolve(self, queries: Sequence[Any]) -> Sequence[Mapping[str, Any]]:
         """The queries checked one by one (an error names ``queries[i]``) and, where the release
-        has a schema, resolved to their boxes once (:class:`BoxedQuery`) through
-        :func:`remembering_schema` (each distinct constraint is worked out once)."""
+        has a schema, resolved to their boxes at once (:class:`QueryResolver`, handed on as
+        :class:`dpcube.schema.BoxedQueries`: the release reads the box array and builds no
+        query dict)."""
         if self.release.schema is None:
             for i, query in enumerate(queries):
                 if not isinstance(query, Mapping):
                     raise QueryError(f"queries[{i}] must be an object {{attribute: constraint}}")
             return list(queries)
-        if self._schema is None:
-            self._schema = remembering_schema(self.release.schema)
-        box = self._schema.box
-        boxes: list[Any] = []
-        for i, query in enumerate(queries):
-            if not isinstance(query, Mapping):
-                raise QueryError(f"queries[{i}] must be an object {{attribute: constraint}}")
-            try:
-                boxes.append(box(query))
-            except DPCubeError as exc:
-                raise QueryError(f"queries[{i}]: {exc}") from None
-            except (TypeError, ValueError, OverflowError) as exc:
-                raise QueryError(f"queries[{i}] could not be read: {exc}") from None
-        if not boxes:
+        if not queries:
             return []
-        array = np.asarray(boxes, dtype=np.int64).reshape(len(boxes), -1, 2)
-        return [BoxedQuery(q, array[k]) for k, q in enumerate(queries)]
+        if self._resolver is None:
+            self._resolver = QueryResolver(self.release.schema)
+        listed = list(queries)
+        return BoxedQueries(self._resolver.boxes(listed), {}, listed.__getitem__)
 
     def uncertainty(self, queries: Sequence[Any], level: float) -> Any:
         """The release's :class:`dpcube.release.uncertainty.Uncertainty` for ``queries``."""
