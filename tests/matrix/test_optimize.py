@@ -344,3 +344,47 @@ def test_opt_marginals_asymmetric_optimum_matches_the_dense_error() -> None:
     pairs = np.array([1.0 if len(sub) == 2 else 0.0 for sub in subs])
     symmetric, _ = marginals_objective(pairs, rank, g, contain, c)
     assert dense < 0.98 * symmetric  # 3,260.5 against 3,375 when written
+
+
+def test_kron_pidentity_objective_matches_the_dense_one_and_its_gradient() -> None:
+    from dpcube.mechanisms.matrix.optimize import kron_pidentity_objective
+
+    rng = np.random.default_rng(11)
+    g1, g2 = allrange_gram_1d(5), prefix((4,)).gram.dense()
+    p, n = 3, 20
+    theta = rng.uniform(0.0, 1.0, size=p * n)
+    f, grad = kron_pidentity_objective(theta, [g1, g2], p)
+    f_dense, grad_dense = pidentity_objective(theta, np.kron(g1, g2), p)
+    assert f == pytest.approx(f_dense, rel=1e-12)
+    assert np.allclose(grad, grad_dense, rtol=1e-10, atol=1e-12)
+    numeric = scipy.optimize.approx_fprime(
+        theta, lambda t: kron_pidentity_objective(t, [g1, g2], p)[0], 1e-7
+    )
+    # forward differences: error O(h·f'') ~ 1e-7 relative to the gradient's scale
+    assert np.linalg.norm(numeric - grad) <= 1e-5 * np.linalg.norm(grad)
+
+
+def test_grid_refinement_leaves_the_kronecker_optimum_and_reports_its_exact_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On AllRange(32)² OPT_⊗'s product (p = 2 per axis) is a stationary point of the per-axis
+    template; OPT_0 on the whole grid started there goes below it (measured: 0.93x after 100
+    evaluations, 0.83x after 800). The reported error is the dense ``‖A‖₁² tr(G (AᵀA)⁻¹)`` of
+    the returned strategy, the strategy's columns have L1 norm 1, and it rebuilds from its spec."""
+    from dpcube.mechanisms.matrix import optimize
+    from dpcube.mechanisms.matrix.strategies import build_strategy
+
+    monkeypatch.setattr(optimize, "REFINE_EVALUATIONS", 100)
+    w = allrange((32, 32))
+    terms = kron_terms(w.gram)
+    assert terms is not None
+    kron_error = _kron_l1_error(terms, opt_kron(terms).factors)
+    s = make_strategy("opt", w.dims, w)
+    assert s.info["opt_winner"] == "pidentity-grid"
+    assert s.info["opt_l1_error_unit"] < 0.97 * kron_error
+    op = s.operator
+    assert op.column_l1() == pytest.approx(np.ones(w.n))
+    trace = GramSolver.for_strategy(op).trace_with(w.gram)
+    assert s.info["opt_l1_error_unit"] == pytest.approx(trace, rel=1e-9)
+    rebuilt = build_strategy(s.spec).operator
+    assert np.allclose(rebuilt.dense(), op.dense())

@@ -3,8 +3,8 @@
 Every strategy is a :class:`Strategy`: an implicit operator (``dpcube.linalg``) plus a JSON spec
 from which :func:`build_strategy` rebuilds it (so a saved release can recompute exact variances).
 Spec kinds: ``identity``, ``total``, ``hierarchical`` (b-ary, spec §5 / E13), ``wavelet`` (Haar),
-``boxes`` (weighted 0/1 boxes: LSA output), ``dense``, ``kron``, ``stack`` and ``eigen`` (built from
-a workload).
+``boxes`` (weighted 0/1 boxes: LSA output), ``dense``, ``pidentity`` (HDMM's ``[I; Θ] D⁻¹`` kept as
+Θ), ``kron``, ``stack`` and ``eigen`` (built from a workload).
 
 >>> s = hierarchical(4)
 >>> s.operator.dense().astype(int).tolist()
@@ -31,6 +31,7 @@ from dpcube.linalg.operators import (
     LinearOperator,
     Total,
     VStack,
+    Weighted,
     box_rows,
 )
 
@@ -141,6 +142,19 @@ def dense(matrix: ArrayLike, name: str = "dense") -> Strategy:
     return Strategy(name, {"kind": "dense", "matrix": m.tolist()}, Explicit(m))
 
 
+def pidentity(theta: ArrayLike, name: str = "pidentity") -> Strategy:
+    """HDMM's p-Identity ``[I; Θ] D⁻¹`` (``Θ ≥ 0``, ``D = diag(1 + 1ᵀΘ)``; every column of L1
+    norm 1), kept as Θ: the identity block is a row scaling, never an n x n matrix.
+
+    >>> pidentity([[1.0, 3.0]]).operator.dense().tolist()
+    [[0.5, 0.0], [0.0, 0.25], [0.5, 0.75]]
+    """
+    t = np.asarray(theta, dtype=np.float64)
+    inv_c = 1.0 / (1.0 + t.sum(axis=0))
+    op = VStack([Weighted(Identity(t.shape[1]), inv_c), Explicit(t * inv_c[None, :])])
+    return Strategy(name, {"kind": "pidentity", "theta": t.tolist()}, op)
+
+
 def eigen(gram: LinearOperator, workload_spec: Mapping[str, Any] | None = None) -> Strategy:
     """``A = diag(μ^{1/4}) Vᵀ`` with ``G = V diag(μ) Vᵀ`` (so ``AᵀA = G^{1/2}``; spec §3.2 [D]).
 
@@ -204,6 +218,8 @@ def build_strategy(spec: Mapping[str, Any], name: str | None = None) -> Strategy
         out = boxes(spec["boxes"], spec["dims"], spec["weights"])
     elif kind == "dense":
         out = dense(spec["matrix"])
+    elif kind == "pidentity":
+        out = pidentity(spec["theta"])
     elif kind == "kron":
         out = kron([build_strategy(f) for f in spec["factors"]])
     elif kind == "stack":
