@@ -379,8 +379,9 @@ def test_grid_refinement_leaves_the_kronecker_optimum_and_reports_its_exact_erro
     terms = kron_terms(w.gram)
     assert terms is not None
     kron_error = _kron_l1_error(terms, opt_kron(terms).factors)
-    s = make_strategy("opt", w.dims, w)
-    assert s.info["opt_winner"] == "pidentity-grid"
+    assert make_strategy("opt", w.dims, w).info["opt_winner"] == "pidentity"  # not a default
+    s = make_strategy("opt-grid", w.dims, w)
+    assert s.info["opt_winner"] == "pidentity-grid" and s.name == "opt-grid"
     assert s.info["opt_l1_error_unit"] < 0.97 * kron_error
     op = s.operator
     assert op.column_l1() == pytest.approx(np.ones(w.n))

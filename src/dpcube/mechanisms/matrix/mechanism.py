@@ -68,6 +68,7 @@ STRATEGIES = (
     "lsa-separated",
     "lsa-generalized",
     "opt",
+    "opt-grid",
     "gauss-opt",
 )
 
@@ -121,7 +122,7 @@ def make_strategy(
 #: Strategies that depend on the workload and take seconds to minutes to build: kept by
 #: :mod:`dpcube.mechanisms.matrix.cache` (the fixed ones are rebuilt, in milliseconds).
 CACHED_STRATEGIES = frozenset(
-    {"eigen", "lsa", "lsa-generalized", "lsa-separated", "opt", "gauss-opt"}
+    {"eigen", "lsa", "lsa-generalized", "lsa-separated", "opt", "opt-grid", "gauss-opt"}
 )
 
 
@@ -154,6 +155,10 @@ def _build(
         from dpcube.mechanisms.matrix.optimize import optimized_strategy
 
         return optimized_strategy(w)
+    if name == "opt-grid":
+        from dpcube.mechanisms.matrix.optimize import optimized_strategy
+
+        return optimized_strategy(w, refine_grid=True)
     if name == "gauss-opt":
         from dpcube.mechanisms.matrix.optimize import gaussian_optimal_strategy
 
