@@ -163,3 +163,47 @@ def test_pooled_exact_uses_unscaled_errors() -> None:
     (pooled,) = lb.pooled_exact(rows)
     assert pooled["best_l2"] == "b" and pooled["ratio_l2"] == pytest.approx(2.0)
     assert pooled["best_mse"] == "b" and pooled["ratio_mse"] == pytest.approx(3.0)
+
+
+@pytest.mark.parametrize(
+    "dims, kind, delta",
+    [
+        ((32,), "prefix", None),
+        ((32,), "random-range", None),
+        ((8, 8), "random-range", None),
+        ((32,), "prefix", 1e-6),
+    ],
+)
+def test_plan_at_another_epsilon_is_the_planners_plan_there(
+    dims: tuple[int, ...], kind: str, delta: float | None
+) -> None:
+    from dpcube.planning import plan_mechanisms
+
+    task = lb.make_task(kind, dims, queries=50)
+    schema = lb.grid_schema(dims)
+    with lb.memoized_strategies():
+        first = plan_mechanisms(schema, task.workload, 0.1, delta)
+        for eps in (0.01, 1.0, 3.0):
+            moved = lb.plan_at(first, eps)
+            direct = plan_mechanisms(schema, task.workload, eps, delta)
+            assert moved is not None
+            assert [c.label for c in moved.candidates] == [c.label for c in direct.candidates]
+            for a, b in zip(moved.candidates, direct.candidates, strict=True):
+                assert a.epsilon == b.epsilon == eps and a.basis == b.basis
+                if a.basis == "exact":  # the same closed forms, evaluated at eps: equal to rounding
+                    assert a.expected_error == pytest.approx(b.expected_error, rel=1e-9)
+            assert moved.recommended.label == direct.recommended.label
+            assert moved.recommended.build().epsilon == eps
+
+
+def test_plan_at_refuses_a_candidate_without_error_at() -> None:
+    import dataclasses
+
+    from dpcube.planning import plan_mechanisms
+
+    task = lb.make_task("prefix", (16,))
+    plan = plan_mechanisms(lb.grid_schema((16,)), task.workload, 1.0)
+    exact = [i for i, c in enumerate(plan.candidates) if c.basis == "exact"]
+    broken = list(plan.candidates)
+    broken[exact[0]] = dataclasses.replace(broken[exact[0]], error_at=None)
+    assert lb.plan_at(dataclasses.replace(plan, candidates=broken), 0.5) is None

@@ -7,12 +7,13 @@ candidate with the least mean error in hindsight.
 
 Data: the DPBench histograms (Hay et al., "Principled Evaluation of Differentially Private
 Algorithms using DPBench", SIGMOD 2016; files of ``dpcomp_core/datafiles``): the 18 1-D count
-vectors of 4096 bins and the 10 2-D grids of 256 x 256. The 1-D vectors are coarsened to
-``--size-1d`` bins (default 1024) by summing adjacent bins, because the dense least-squares step of
-the 1-D matrix strategies costs about 1.5 CPU seconds a release at 4096 cells (0.05 s at 1024);
-DPBench itself varies the domain size (256 to 4096 in 1-D), so this is one of its settings. The
-2-D grids are used at their native 256 x 256 by default (``--size-2d`` coarsens them): above
-4,096 cells the planner keeps the box workload's Gram as its boxes
+vectors of 4096 bins and the 10 2-D grids of 256 x 256. Both are used at their native size by
+default (``--size-1d`` and ``--size-2d`` coarsen them by summing adjacent bins; DPBench itself
+varies the domain size, 256 to 4096 in 1-D). At 4,096 1-D cells ``opt`` (OPT_0) runs on the
+workload's intervals without an n x n product (:class:`~dpcube.linalg.boxes.IntervalGram`), a
+matrix mechanism factors its strategy's ``AᵀA`` once for all its releases, and a plan is made once
+per workload and moved to the other epsilons (:func:`plan_at`). On the 2-D grids, above
+4,096 cells, the planner keeps the box workload's Gram as its boxes
 (:class:`~dpcube.linalg.boxes.BoxGram`) and plans the Kronecker strategies, Privelet and ``opt``
 (OPT_⊗ on the boxes) per axis. Counts are the real counts, at their own scale (DPBench also
 resamples them to other scales; we do not).
@@ -385,6 +386,33 @@ class StrategyCache:
         ).build()
 
 
+def plan_at(plan: Any, epsilon: float) -> Any | None:
+    """The plan ``plan_mechanisms`` makes at ``epsilon``, from its plan at another epsilon, or None.
+
+    Every exact candidate carries ``error_at``, the planner's own error at any epsilon (same
+    delta, strategy and workload: the matrix strategies, Privelet's and identity's errors are
+    their noise variance at epsilon times an epsilon-free trace), so the candidates at ``epsilon``
+    are the same ones with ``expected_error = error_at(epsilon)``, ordered and recommended as
+    ``plan_mechanisms`` does (:func:`dpcube.planning.plan.recommend`). This saves the
+    epsilon-free work of each plan (at 4,096 cells the svdb eigendecomposition, the strategies'
+    traces and Privelet's covariance: about a CPU minute). None (plan again) when an exact
+    candidate has no ``error_at`` or a candidate fixes epsilon in its parameters.
+    """
+    from dpcube.planning.plan import _order, recommend
+
+    moved = []
+    for c in plan.candidates:
+        if "epsilon" in (c.params or {}) or (c.basis == "exact" and c.error_at is None):
+            return None
+        error = float(c.error_at(epsilon)) if c.basis == "exact" else c.expected_error
+        moved.append(dataclasses.replace(c, epsilon=float(epsilon), expected_error=error))
+    moved.sort(key=_order)
+    best, reason = recommend(moved)
+    return dataclasses.replace(
+        plan, epsilon=float(epsilon), candidates=moved, recommended=best, reason=reason
+    )
+
+
 @contextlib.contextmanager
 def memoized_strategies() -> Iterator[None]:
     """Within the block, ``make_strategy`` returns the strategy it built before for the same name,
@@ -429,7 +457,7 @@ def leaderboard(
 
     Returns ``results`` (one row per data set, workload, epsilon and candidate) and ``board`` (one
     row per data set, workload and epsilon: the planner's choice, the oracle, their ratio, and
-    whether the row is data-independent). A plan is made once per (task, epsilon): planning
+    whether the row is data-independent). A plan is made once per task at its first epsilon and moved to the others (:func:`plan_at`); planning
     never reads the data. Each candidate's mechanism is built once per (task, epsilon) and reused
     across the data sets; matrix strategies once per task (:class:`StrategyCache`). A candidate
     whose build or release fails is reported (``notes`` on its board rows), not dropped silently.
@@ -451,10 +479,13 @@ def leaderboard(
             d.name: box_sums(prefix_sums(d.counts), task.boxes).astype(np.float64) for d in sets
         }
         hists = {d.name: Histogram(schema, d.counts) for d in sets}
+        first_plan = None
         for eps in epsilons:
             with progress.step(f"planning {task.name} {'x'.join(map(str, task.dims))} eps={eps}"):
                 start = time.process_time()
-                plan = planner(schema, task.workload, eps)
+                plan = None if first_plan is None else plan_at(first_plan, eps)
+                if plan is None:
+                    plan = first_plan = planner(schema, task.workload, eps)
                 plan_seconds = time.process_time() - start
             recommended = _recommended_index(plan)
             runnable = [
@@ -874,7 +905,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--trials", default=None, help="releases per candidate and row (default 5)")
     parser.add_argument("--out", type=Path, default=Path("dpcube-leaderboard"))
     parser.add_argument(
-        "--size-1d", default=None, help="1-D bins after coarsening, dividing 4096 (default 1024)"
+        "--size-1d",
+        default=None,
+        help="1-D bins after coarsening, dividing 4096 (default 4096, DPBench's native size)",
     )
     parser.add_argument(
         "--size-2d", default=None, help="2-D side after coarsening, dividing 256 (default 256)"
@@ -931,7 +964,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         if args.data_dir is None:
             raise UsageError("give --data-dir (the folder holding dpbench/), or --quick")
-        n = _divisor(args.size_1d or "1024", 4096, "--size-1d")
+        n = _divisor(args.size_1d or "4096", 4096, "--size-1d")
         side = _divisor(args.size_2d or "256", 256, "--size-2d")
         wanted = None if args.datasets is None else {s.strip() for s in args.datasets.split(",")}
         if wanted is not None:
@@ -949,7 +982,7 @@ def run(args: argparse.Namespace) -> int:
             datasets += load_dpbench(args.data_dir, pick(DPBENCH_2D), "2D", (side, side))
         epsilons = epsilons or EPSILONS
         trials = trials or 5
-        source = f"DPBench ({args.data_dir}): 1-D coarsened to {n} bins, 2-D to {side}x{side}"
+        source = f"DPBench ({args.data_dir}): 1-D at {n} bins, 2-D at {side}x{side}"
     tasks: list[Task] = []
     if not args.no_1d and any(d.counts.ndim == 1 for d in datasets):
         tasks += [make_task(k, (n,)) for k in kinds_1d]

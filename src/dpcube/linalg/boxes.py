@@ -12,7 +12,10 @@ the boxes take 32 bytes each. Everything the planner needs follows without formi
   ``Cᵢ`` per box and axis, read off the 2-D prefix sums of ``Cᵢ`` (:func:`interval_quadratic`);
 - the per-axis Gram of the other axes' weights ``Σ_q w_q r_qi r_qiᵀ`` (:meth:`BoxGram.axis_gram`,
   :func:`interval_gram`): the alternating step of OPT_⊗ on a box workload
-  (:func:`dpcube.mechanisms.matrix.optimize.opt_kron_boxes`).
+  (:func:`dpcube.mechanisms.matrix.optimize.opt_kron_boxes`);
+- on one axis, ``B G`` for a p x n matrix B without forming G (:class:`IntervalGram`): each row's
+  interval sums off its prefix sums, spread back by a difference array, O(p (n + q)) instead of
+  the O(p n²) of a dense product (OPT_0 on 1-D range workloads, e.g. Prefix(4096)).
 
 >>> g = BoxGram([[[0, 1], [1, 1]], [[1, 1], [0, 1]]], (2, 2))
 >>> g.dense().astype(int).tolist()
@@ -28,6 +31,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+import scipy.sparse
 from numpy.typing import ArrayLike, NDArray
 
 from dpcube.linalg.operators import FloatArray, LinearOperator
@@ -160,9 +164,69 @@ class BoxGram(LinearOperator):
         return interval_gram(self.boxes[:, axis, :], self.dims[axis], w)
 
 
+class IntervalGram:
+    """``G = Σ_q w_q r_q r_qᵀ`` for q inclusive intervals ``[lo, hi]`` on n cells (a 1-D range
+    workload's Gram), applied from the left to a block of rows without forming G.
+
+    ``B G`` (:meth:`left_multiply`): the interval sums ``s = B R ᵀ`` of every row of B (two reads
+    of its prefix sums per interval), weighted, then ``(s w) R`` as a difference array (+ at lo,
+    − after hi: one sparse product) and a cumulative sum. O(p (n + q)) for p rows.
+
+    >>> iv = np.array([[0, 1], [1, 2]])
+    >>> g = IntervalGram(iv, 3, [1.0, 2.0])
+    >>> bool(np.allclose(g.left_multiply(np.eye(3)), interval_gram(iv, 3, [1.0, 2.0])))
+    True
+    >>> g.diagonal().tolist(), g.trace()
+    ([1.0, 3.0, 2.0], 6.0)
+    """
+
+    def __init__(self, intervals: ArrayLike, n: int, weights: ArrayLike | None = None) -> None:
+        self.intervals = np.asarray(intervals, dtype=np.int64).reshape(-1, 2)
+        self.n = int(n)
+        self.shape = (self.n, self.n)
+        q = len(self.intervals)
+        self.weights = np.ones(q) if weights is None else np.asarray(weights, dtype=np.float64)
+        self._lo, self._hi = self.intervals[:, 0], self.intervals[:, 1] + 1
+        # (q, n + 1): +w at lo, -w at hi + 1; a row of interval sums times it is the difference
+        # array of the spread-back sums.
+        rows = np.repeat(np.arange(q), 2)
+        cols = np.stack([self._lo, self._hi], axis=1).ravel()
+        vals = np.stack([self.weights, -self.weights], axis=1).ravel()
+        self._scatter = scipy.sparse.csr_matrix((vals, (rows, cols)), shape=(q, self.n + 1))
+
+    @property
+    def queries(self) -> int:
+        return len(self.intervals)
+
+    def left_multiply(self, b: ArrayLike) -> FloatArray:
+        """``B G`` for B of shape (p, n)."""
+        rows = np.atleast_2d(np.asarray(b, dtype=np.float64))
+        pre = np.zeros((rows.shape[0], self.n + 1))
+        np.cumsum(rows, axis=1, out=pre[:, 1:])
+        sums = pre[:, self._hi] - pre[:, self._lo]  # (p, q): B Rᵀ
+        diff = np.asarray((self._scatter.T @ sums.T).T)  # (p, n + 1)
+        return np.cumsum(diff[:, : self.n], axis=1)
+
+    def diagonal(self) -> FloatArray:
+        """``G_kk``: the weight of the intervals containing cell k."""
+        diff = np.zeros(self.n + 1)
+        np.add.at(diff, self._lo, self.weights)
+        np.add.at(diff, self._hi, -self.weights)
+        return np.cumsum(diff[: self.n])
+
+    def trace(self) -> float:
+        """``tr(G) = Σ_q w_q |interval_q|``."""
+        return float(np.dot(self.weights, self._hi - self._lo))
+
+    def dense(self) -> FloatArray:
+        """G as an n x n matrix (:func:`interval_gram`)."""
+        return interval_gram(self.intervals, self.n, self.weights)
+
+
 __all__ = [
     "MAX_DENSE_BOX_GRAM",
     "BoxGram",
+    "IntervalGram",
     "box_sums",
     "interval_gram",
     "interval_quadratic",

@@ -65,9 +65,10 @@ class _DenseFactor:
         return np.asarray(self.pinv @ b, dtype=np.float64)
 
     def inverse(self) -> FloatArray:
-        if self.pinv is not None:
-            return self.pinv
-        return self.solve(np.eye(self.n))
+        """``X⁻¹`` (``X⁺``), computed once: a Kronecker solve reads every factor's inverse."""
+        if self.pinv is None:
+            self.pinv = self.solve(np.eye(self.n))
+        return self.pinv
 
 
 def operator_trace(op: LinearOperator) -> float:

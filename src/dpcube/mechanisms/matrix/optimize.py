@@ -52,7 +52,7 @@ import numpy as np
 import scipy.optimize
 from numpy.typing import NDArray
 
-from dpcube.linalg.boxes import BoxGram, interval_quadratic
+from dpcube.linalg.boxes import BoxGram, IntervalGram, interval_quadratic
 from dpcube.linalg.marginal import classify_factor, marginal_tables
 from dpcube.linalg.operators import Explicit, Kronecker, LinearOperator, Sum
 from dpcube.linalg.solve import GramSolver
@@ -68,7 +68,7 @@ def pidentity_matrix(theta: FloatArray) -> FloatArray:
 
 
 def pidentity_objective(
-    theta_flat: FloatArray, gram: FloatArray, p: int
+    theta_flat: FloatArray, gram: FloatArray | IntervalGram, p: int
 ) -> tuple[float, FloatArray]:
     """``f(Θ) = tr(D G D X⁻¹)`` and its gradient (HDMM §6.1), with one p x n x n product.
 
@@ -82,12 +82,17 @@ def pidentity_objective(
     - through c: ``∂f/∂c_k = 2 Σ_j G_kj c_j Y_kj = 2 (G_kk c_k − Σ_l Θ_lk T_lk)`` and
       ``∂c_k/∂Θ_lk = 1``.
 
+    G is a dense array, or an :class:`~dpcube.linalg.boxes.IntervalGram` (a 1-D range workload):
+    then ``T`` costs O(p (n + q)) and an evaluation O(p² n), without any n x n matrix.
+
     >>> import numpy as np
     >>> g = np.eye(3)
     >>> f, grad = pidentity_objective(np.zeros(3), g, 1)  # Θ = 0: the identity, tr(G)
     >>> float(f), grad.round(6).tolist()
     (3.0, [2.0, 2.0, 2.0])
     """
+    if isinstance(gram, IntervalGram):
+        return _pidentity_value_grad(theta_flat, p, gram.left_multiply, gram.diagonal())
     return _pidentity_value_grad(theta_flat, p, lambda x: x @ gram, np.diag(gram))
 
 
@@ -134,7 +139,7 @@ def _pidentity_value_grad(
     theta = theta_flat.reshape(p, n)
     c = 1.0 + theta.sum(axis=0)
     r = np.eye(p) + theta @ theta.T
-    m = np.linalg.solve(r, theta)
+    m = np.linalg.inv(r) @ theta  # R ⪰ I is well conditioned; inv + GEMM beats a p x n solve
     t = times_gram(m * c)
     tc = t * c
     f = float(np.dot(diag, c * c) - np.sum(tc * theta))
@@ -201,7 +206,7 @@ def _schedule(n: int) -> tuple[list[int], int, int]:
 
 
 def opt_pidentity(
-    gram: FloatArray,
+    gram: FloatArray | IntervalGram,
     *,
     p_values: Sequence[int] | None = None,
     restarts: int | None = None,
@@ -216,17 +221,24 @@ def opt_pidentity(
     p = 4 and 8: one seed in three ended at the identity's 5,658,112; scaled, none did).
     """
     start = time.perf_counter()
-    raw = np.asarray(gram, dtype=np.float64)
-    scale = float(np.trace(raw))
-    scale = scale if scale > 0 else 1.0
-    g = raw / scale
+    g: FloatArray | IntervalGram
+    if isinstance(gram, IntervalGram):
+        scale = gram.trace()
+        scale = scale if scale > 0 else 1.0
+        g = IntervalGram(gram.intervals, gram.n, gram.weights / scale)
+        best = g.trace()
+    else:
+        raw = np.asarray(gram, dtype=np.float64)
+        scale = float(np.trace(raw))
+        scale = scale if scale > 0 else 1.0
+        g = raw / scale
+        best = float(np.trace(g))
     n = g.shape[0]
     p_default, r_default, it_default = _schedule(n)
     restarts = r_default if restarts is None else restarts
     maxiter = it_default if maxiter is None else maxiter
     rng = np.random.default_rng(seed)
     best_theta = np.zeros((1, n))
-    best = float(np.trace(g))
     for p in p_values or p_default:
         for _ in range(restarts):
             x0 = rng.uniform(0.0, 1.0, size=p * n)
@@ -618,6 +630,33 @@ UNION_MAX_CELLS = 4096
 UNION_EXACT_CELLS = 1024
 
 
+def interval_form(workload: Any) -> IntervalGram | None:
+    """The Gram of a 1-D workload of intervals as an :class:`~dpcube.linalg.boxes.IntervalGram`
+    (its boxes, or ``prefix:n``), when its product is cheaper than a dense one, else None.
+
+    A product costs O(p (n + q)) against the dense O(p n²); it is used when ``q ≤ n² / 64`` (a
+    dense GEMM runs many times faster per flop than the gathers): Prefix(4096) (q = n) and
+    DPBench's 2,000 random ranges qualify, AllRange(1024) (q = n(n+1)/2) does not.
+
+    >>> from dpcube.mechanisms.matrix.workloads import parse_workload
+    >>> interval_form(parse_workload("prefix:4096")).queries, interval_form(parse_workload("allrange:1024"))
+    (4096, None)
+    """
+    dims = tuple(workload.dims)
+    if len(dims) != 1:
+        return None
+    n = dims[0]
+    if workload.boxes is not None:
+        intervals = np.asarray(workload.boxes, dtype=np.int64).reshape(-1, 2)
+    elif workload.spec is not None and workload.spec.startswith("prefix:"):
+        intervals = np.stack([np.zeros(n, dtype=np.int64), np.arange(n, dtype=np.int64)], axis=1)
+    else:
+        return None
+    if len(intervals) > n * n // 64:
+        return None
+    return IntervalGram(intervals, n)
+
+
 def optimized_strategy(workload: Any, *, seed: int = 0, refine_grid: bool = False) -> Any:
     """The ``opt`` strategy: OPT_0 / OPT_⊗ under L1, or a fixed strategy when one is better.
 
@@ -674,7 +713,14 @@ def optimized_strategy(workload: Any, *, seed: int = 0, refine_grid: bool = Fals
     errors = {
         name: kron_error([p.operator.dense() for p in parts]) for name, parts in fixed.items()
     }
-    res = opt_kron_boxes(box, seed=seed) if box is not None else opt_kron(terms or [], seed=seed)
+    intervals = interval_form(workload) if box is None else None
+    if box is not None:
+        res = opt_kron_boxes(box, seed=seed)
+    elif intervals is not None:  # OPT_0 on the intervals, never an n x n product
+        single = opt_pidentity(intervals, seed=seed)
+        res = KronResult([single.matrix], single.objective, single.seconds)
+    else:
+        res = opt_kron(terms or [], seed=seed)
     errors["pidentity"] = kron_error(res.factors)
     grid = None
     if (
@@ -766,6 +812,7 @@ __all__ = [
     "gaussian_optimal_strategy",
     "gaussian_optimum",
     "gaussian_optimum_dense",
+    "interval_form",
     "kron_apply",
     "kron_pidentity_objective",
     "kron_pidentity_theta",
