@@ -72,6 +72,11 @@ def coverage_row(
         out["coverage_trusted"] = (
             float(np.mean(inside[~untrusted])) if (~untrusted).any() else np.nan
         )
+    # True answers of 0 (empty rectangles, empty cells) are covered whenever the interval, clipped
+    # at 0, reaches down to 0: on sparse data they dominate the count of covered answers.
+    zero = truth == 0
+    out["zero_truth_share"] = float(np.mean(zero))
+    out["coverage_nonzero"] = float(np.mean(inside[~zero])) if (~zero).any() else np.nan
     return out | {
         "coverage": float(np.mean(inside)),
         "median_width": float(np.median(upper - lower)),
@@ -180,8 +185,8 @@ def summary_table(rows: list[dict[str, Any]]) -> str:
         "| data set | mechanism | epsilon | coverage of 95 % intervals (min..max) | median width | "
         "stated sd / actual RMSE | in 90-99 %? | answers > 10 % assumed | coverage there "
         "/ elsewhere | flagged not trustworthy | coverage flagged / trusted | dispersion r: "
-        "release / truth |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "release / truth | true answers 0 | coverage of the others |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for (d, m, e), rs in groups.items():
         cov = np.array([r["coverage"] for r in rs])
@@ -213,6 +218,11 @@ def summary_table(rows: list[dict[str, Any]]) -> str:
             split += f" {est:.2f} / {true:.2f} |"
         else:
             split += " - |"
+        zeros = float(np.mean([r["zero_truth_share"] for r in rs]))
+        others = np.nanmean([r["coverage_nonzero"] for r in rs]) if zeros < 1 else np.nan
+        split += f" {100 * zeros:.0f} % | " + (
+            f"{100 * others:.1f} % |" if np.isfinite(others) else "- |"
+        )
         lines.append(
             f"| {d} | {m} | {e:g} | {100 * cov.mean():.1f} % ({100 * cov.min():.0f}..{100 * cov.max():.0f}) "
             f"| {width:.4g} | {ratio:.2f} | {ok} " + split
