@@ -218,9 +218,11 @@ def summary_table(rows: list[dict[str, Any]]) -> str:
             split += f" {est:.2f} / {true:.2f} |"
         else:
             split += " - |"
-        zeros = float(np.mean([r["zero_truth_share"] for r in rs]))
-        others = np.nanmean([r["coverage_nonzero"] for r in rs]) if zeros < 1 else np.nan
-        split += f" {100 * zeros:.0f} % | " + (
+        zeros = float(np.mean([r.get("zero_truth_share", np.nan) for r in rs]))
+        others = (
+            float(np.nanmean([r["coverage_nonzero"] for r in rs])) if zeros < 1 else np.nan
+        )  # NaN zeros: rows from a run before these columns (reads as "-")
+        split += (f" {100 * zeros:.0f} % | " if np.isfinite(zeros) else " - | ") + (
             f"{100 * others:.1f} % |" if np.isfinite(others) else "- |"
         )
         lines.append(
