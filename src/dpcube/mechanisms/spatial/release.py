@@ -257,6 +257,10 @@ class LeafRelease(Release):
     def answer_many(self, queries: Sequence[Mapping[str, Any]]) -> NDArray[np.float64]:
         return self.answer_boxes(self.boxes(queries))
 
+    #: The bootstrap world's version, recorded with stored replicates
+    #: (:class:`~dpcube.release.replicates.StoredReplicates`): replicates drawn in another world
+    #: (the even spread of releases saved before) are recomputed rather than used.
+    bootstrap_world_version = "clustered-cascade-1"
     #: Why answers need a bootstrap (:mod:`dpcube.release.uncertainty`).
     bootstrap_reason = "leaf counts spread under the uniformity assumption (biased)"
 
