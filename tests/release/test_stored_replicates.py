@@ -158,3 +158,20 @@ def test_cli_release_stores_replicates_and_refuses_few(
         ]
     )
     assert code == 0 and "--bootstrap-runs has no effect" in capsys.readouterr().err
+
+
+def test_replicates_of_an_older_bootstrap_world_are_recomputed_not_mixed(tmp_path: Path) -> None:
+    release = _kdtree_release()
+    store_bootstrap(release, runs=20, seed=5)
+    release.save(tmp_path / "rel")
+    path = tmp_path / "rel" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    assert manifest["bootstrap"]["world"] == "clustered-cascade-1"
+    assert dpcube.load_release(tmp_path / "rel").stored_replicates is not None
+    # A release saved before the world was versioned (its replicates were drawn in the even
+    # world): they must not be scored against today's clustered truth.
+    del manifest["bootstrap"]["world"]
+    path.write_text(json.dumps(manifest))
+    old = dpcube.load_release(tmp_path / "rel")
+    assert old.stored_replicates is None
+    assert answer_uncertainty(old, QUERIES, runs=20, seed=5).kind == "bootstrap"

@@ -211,6 +211,9 @@ def test_coverage_experiment_quick(tmp_path: Path, quick: bool) -> None:
     assert main(["--quick", "--out", str(tmp_path)]) == 0
     text = (tmp_path / "coverage.md").read_text()
     assert "| synthetic Gaussian | htf | 1 |" in text and "census cdp" in text
+    # spatial rows report the release's dispersion estimate and the one measured on the truth
+    runs = (tmp_path / "coverage_runs.csv").read_text().splitlines()
+    assert "dispersion_release" in runs[0] and "dispersion_truth" in runs[0]
     assert (tmp_path / "coverage_runs.csv").stat().st_size > 0
 
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from dpcube import Histogram
 from dpcube.mechanisms.spatial._common import spatial_case_schema
-from dpcube.mechanisms.spatial.baselines import KDTree, UniformGrid
+from dpcube.mechanisms.spatial.baselines import KDTree
 from dpcube.mechanisms.spatial.release import LeafRelease
 from dpcube.privacy import NO_NOISE
 from dpcube.release.uncertainty import UNTRUSTED_NOTE, answer_uncertainty, format_answer
@@ -51,9 +51,9 @@ def _clustered(side: int) -> np.ndarray:
 def test_widened_intervals_contain_the_bootstrap_ones_and_flag_the_bound() -> None:
     side = 32
     F = _clustered(side)
-    # 5,000 points: UG picks a coarse grid (here one leaf), so every rectangle cuts a leaf full
-    # of clustered points and the uniformity bound outweighs the bootstrap's error.
-    release = UniformGrid(1.0).release(
+    # 5,000 tightly clustered points: the kd-tree's leaves (median splits, so the bound widens
+    # its intervals) are cut by the rectangles where the cluster lies.
+    release = KDTree(1.0).release(
         Histogram(spatial_case_schema(side, side), F), random_state=4, account=False
     )
     queries = [

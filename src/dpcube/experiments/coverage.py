@@ -72,6 +72,11 @@ def coverage_row(
         out["coverage_trusted"] = (
             float(np.mean(inside[~untrusted])) if (~untrusted).any() else np.nan
         )
+    # True answers of 0 (empty rectangles, empty cells) are covered whenever the interval, clipped
+    # at 0, reaches down to 0: on sparse data they dominate the count of covered answers.
+    zero = truth == 0
+    out["zero_truth_share"] = float(np.mean(zero))
+    out["coverage_nonzero"] = float(np.mean(inside[~zero])) if (~zero).any() else np.nan
     return out | {
         "coverage": float(np.mean(inside)),
         "median_width": float(np.median(upper - lower)),
@@ -81,6 +86,24 @@ def coverage_row(
 
 def _grid_truth(F: NDArray[np.int64], boxes: NDArray[np.int64]) -> NDArray[np.float64]:
     return box_sums(prefix_sums(F), boxes).astype(np.float64)
+
+
+def true_dispersion(
+    release: Any, F: NDArray[np.int64], qs: list[dict[str, Any]], truth: NDArray[np.float64]
+) -> float:
+    """What ``LeafRelease.uniformity_dispersion`` estimates, measured against the truth (an
+    experiment only: it reads the data): the release's leaves with their *exact* counts answer
+    the queries; their squared errors (the uniformity error alone), summed, over the summed
+    Bhatia-Davis bound ``uniformity_variance_many(qs, 0)``. 1 = the bound; above 1 the bound is
+    exceeded (errors of the leaves a query cuts add up rather than cancel)."""
+    from dpcube.mechanisms.spatial.release import LeafRelease
+
+    r0, r1, c0, c1 = (release.rects[:, i] for i in range(4))
+    boxes = np.stack([np.stack([r0, r1 - 1], 1), np.stack([c0, c1 - 1], 1)], 1)
+    exact = LeafRelease(release.schema, release.metadata, release.rects, _grid_truth(F, boxes))
+    bound = float(np.sum(exact.uniformity_variance_many(qs, 0.0)))
+    error = float(np.sum((exact.answer_many(qs) - truth) ** 2))
+    return error / bound if bound > 0 else float("nan")
 
 
 def run(
@@ -125,6 +148,9 @@ def run(
                         truth, u.lower, u.upper, u.answers, u.stddev, u.assumed, u.untrusted
                     )
                     stats["kind"] = u.kind
+                    if hasattr(r, "uniformity_dispersion"):
+                        stats["dispersion_release"] = r.uniformity_dispersion()
+                        stats["dispersion_truth"] = true_dispersion(r, F, qs, truth)
                     record(dname, mech, eps, seed, stats)
                 cpu = (time.process_time() - t0) / releases
                 cov = np.mean([r["coverage"] for r in rows[-releases:]])
@@ -158,8 +184,9 @@ def summary_table(rows: list[dict[str, Any]]) -> str:
     lines = [
         "| data set | mechanism | epsilon | coverage of 95 % intervals (min..max) | median width | "
         "stated sd / actual RMSE | in 90-99 %? | answers > 10 % assumed | coverage there "
-        "/ elsewhere | flagged not trustworthy | coverage flagged / trusted |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "/ elsewhere | flagged not trustworthy | coverage flagged / trusted | dispersion r: "
+        "release / truth | true answers 0 | coverage of the others |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for (d, m, e), rs in groups.items():
         cov = np.array([r["coverage"] for r in rs])
@@ -185,6 +212,19 @@ def summary_table(rows: list[dict[str, Any]]) -> str:
             split += f" {100 * flagged:.0f} % | {there} / {rest} |"
         else:
             split += " - | - |"
+        if "dispersion_release" in rs[0]:
+            est = np.mean([r["dispersion_release"] for r in rs])
+            true = np.mean([r["dispersion_truth"] for r in rs])
+            split += f" {est:.2f} / {true:.2f} |"
+        else:
+            split += " - |"
+        zeros = float(np.mean([r.get("zero_truth_share", np.nan) for r in rs]))
+        others = (
+            float(np.nanmean([r["coverage_nonzero"] for r in rs])) if zeros < 1 else np.nan
+        )  # NaN zeros: rows from a run before these columns (reads as "-")
+        split += (f" {100 * zeros:.0f} % | " if np.isfinite(zeros) else " - | ") + (
+            f"{100 * others:.1f} % |" if np.isfinite(others) else "- |"
+        )
         lines.append(
             f"| {d} | {m} | {e:g} | {100 * cov.mean():.1f} % ({100 * cov.min():.0f}..{100 * cov.max():.0f}) "
             f"| {width:.4g} | {ratio:.2f} | {ok} " + split

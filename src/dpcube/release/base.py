@@ -600,7 +600,9 @@ def load_release(directory: str | os.PathLike[str]) -> Release:
     if entry is not None:
         from dpcube.release.replicates import StoredReplicates
 
-        release.stored_replicates = StoredReplicates.from_saved(entry, packed, where)
+        stored = StoredReplicates.from_saved(entry, packed, where)
+        # replicates drawn in another version of the bootstrap world are ignored (recomputed)
+        release.stored_replicates = stored if stored.matches(release) else None
     elif packed:
         raise ReleaseError(f"{where!r} lists bootstrap tables but no 'bootstrap' entry")
     return release

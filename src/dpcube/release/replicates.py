@@ -45,6 +45,9 @@ class StoredReplicates:
     shared: list[str]
     packed: dict[str, pa.Table]
     _releases: list[Release] | None = field(default=None, repr=False)
+    #: The release kind's ``bootstrap_world_version`` the replicates were drawn in (None: the
+    #: kind has none, or a release saved before versions were recorded).
+    world: str | None = None
 
     @classmethod
     def from_replicates(
@@ -73,10 +76,20 @@ class StoredReplicates:
                 for b, t in enumerate(tables)
             ]
             packed[PREFIX + name] = pa.concat_tables(numbered, promote_options="default")
-        return cls(len(replicates), seed, states, sorted(shared), packed, list(replicates))
+        world = getattr(release, "bootstrap_world_version", None)
+        return cls(len(replicates), seed, states, sorted(shared), packed, list(replicates), world)
 
     def manifest_entry(self) -> dict[str, Any]:
-        return {"runs": self.runs, "seed": self.seed, "states": self.states, "shared": self.shared}
+        entry = {"runs": self.runs, "seed": self.seed, "states": self.states, "shared": self.shared}
+        if self.world is not None:
+            entry["world"] = self.world
+        return entry
+
+    def matches(self, release: Release) -> bool:
+        """Whether these replicates were drawn in the bootstrap world ``release`` builds today
+        (a spatial release saved before its world was clustered was not: its replicates are
+        then recomputed, not mixed with the new world's truth)."""
+        return self.world == getattr(release, "bootstrap_world_version", None)
 
     @classmethod
     def from_saved(
@@ -93,7 +106,10 @@ class StoredReplicates:
             raise ReleaseError(
                 f"{where!r}: 'bootstrap' records {runs} runs but {len(states)} states"
             )
-        return cls(runs, seed, states, shared, dict(tables))
+        world = entry.get("world")
+        return cls(
+            runs, seed, states, shared, dict(tables), world=None if world is None else str(world)
+        )
 
     def answers(
         self, release: Release, queries: Sequence[Mapping[str, Any]]

@@ -32,9 +32,14 @@ noises spread under the uniformity assumption); it is *never* the answer's error
 release, and :func:`format_answer` labels it "noise sd".
 
 What the bootstrap cannot see: error the released estimate has already hidden. A tree leaf's
-count is spread evenly over its cells, so the bootstrap world is uniform inside every leaf and
-the uniformity error of the *real* data inside a leaf is under-estimated (see
-``docs/experiments/coverage.md`` for the measured coverage).
+released count says nothing of how its points lie inside it. A world spread evenly inside every
+leaf hid the uniformity error of the *real* data (Gowalla: 62-86 % coverage); so a spatial
+leaf release's world scatters each leaf's count by a multiplicative cascade as clustered as the
+release's own neighbouring leaves are
+(:meth:`~dpcube.mechanisms.spatial.release.LeafRelease.bootstrap_world`). Where the leaf pairs
+cannot tell (the kd-tree's median splits equalise sibling counts) the interval is widened by
+the Bhatia-Davis bound of the uniformity error instead (:func:`answer_uncertainty`; measured
+coverage in ``docs/experiments/coverage.md``).
 
 Replicates come from :func:`bootstrap_replicates`: the ones saved with the release by
 ``dpcube release --bootstrap-runs N`` (:func:`store_bootstrap`, :mod:`dpcube.release.replicates`:
@@ -72,10 +77,11 @@ MIN_RUNS = 20
 
 Kind = Literal["exact", "bootstrap", "none"]
 
-#: Beta concentration of the uniformity-error model of spatial leaf releases. 0 is the
-#: Bhatia-Davis bound (no assumption on how the points lie inside a leaf); larger values assume
-#: more even leaves. Measured in docs/experiments/coverage.md: on Gowalla only the bound brings
-#: the kd-tree into 90-99 %, so the bound it is (no tuning on the evaluation data).
+#: Beta concentration of the uniformity-error widening of spatial leaf releases whose splits
+#: equalise sibling counts (the kd-tree). 0 is the Bhatia-Davis bound (no assumption on how the
+#: points lie inside a leaf); larger values assume more even leaves. Other leaf releases are not
+#: widened: their bootstrap world is clustered as their leaf pairs say (no tuning on the
+#: evaluation data; docs/experiments/coverage.md).
 UNIFORMITY_KAPPA = 0.0
 KAPPA_NOTE = "variance bound f (1 - f) of the share f of each cut leaf inside the query"
 
@@ -107,8 +113,10 @@ class Uncertainty:
     #: ``LeafRelease.assumed_many``), which the bootstrap cannot see; NaN where not applicable.
     assumed: NDArray[np.float64] | None = None
     #: Answers whose interval cannot be trusted (True), None where every answer's can: for spatial
-    #: leaf releases, those whose interval rests more on the bound of the uniformity error than on
-    #: the bootstrap (coverage measured 86-100 % there: docs/experiments/coverage.md).
+    #: leaf releases, those where the modelled uniformity error of the leaves the query cuts (the
+    #: bound for the kd-tree; the bound times ``uniformity_dispersion`` otherwise) exceeds the
+    #: bootstrap's mean square error: the interval rests mostly on a model of how the points
+    #: cluster inside leaves (coverage there: docs/experiments/coverage.md).
     untrusted: NDArray[np.bool_] | None = None
 
     def trusted(self, i: int) -> bool:
@@ -223,10 +231,12 @@ def answer_uncertainty(
 ) -> Uncertainty:
     """The uncertainty of ``release``'s answers to ``queries`` (see the module docstring).
 
-    ``uniformity_kappa``: for spatial leaf releases, the Beta concentration of the model of the
-    fraction of a cut leaf's points inside the query
-    (:meth:`~dpcube.mechanisms.spatial.release.LeafRelease.uniformity_variance_many`); None
-    leaves the bootstrap interval unwidened (the coverage experiment compares both).
+    ``uniformity_kappa``: for spatial leaf releases whose splits equalise sibling counts
+    (``LeafRelease.splits_equalise_counts``: the kd-tree), the Beta concentration of the model of
+    the fraction of a cut leaf's points inside the query by which the interval is widened
+    (:meth:`~dpcube.mechanisms.spatial.release.LeafRelease.uniformity_variance_many`; 0: the
+    bound). Other leaf releases get the uniformity error from their clustered bootstrap world and
+    are not widened. None: no widening and no ``untrusted`` flags (tests compare both).
 
     ``runs``: bootstrap replicates (default :data:`DEFAULT_RUNS`); ``seed``: seeds the replicates
     (default: OS entropy); ``method``: ``"bootstrap"`` forces the bootstrap on a release that has
@@ -269,16 +279,23 @@ def answer_uncertainty(
         raise ReleaseError(f"runs must be at least {MIN_RUNS} for a bootstrap, got {runs}")
     errors = bootstrap_errors(release, queries, runs=runs, seed=seed)
     uniformity_many = getattr(release, "uniformity_variance_many", None)
-    extra = None
+    extra = modelled = None
     if uniformity_many is not None and uniformity_kappa is not None:
-        extra = np.asarray(uniformity_many(queries, uniformity_kappa), dtype=np.float64)
-        reason += f"; widened by the uniformity error of the leaves each query cuts ({KAPPA_NOTE})"
+        bound = np.asarray(uniformity_many(queries, 0.0), dtype=np.float64)
+        # The uniformity error the bootstrap world's clustering models (release.uniformity_dispersion)
+        modelled = bound * float(release.uniformity_dispersion())  # type: ignore[attr-defined]
+        if bool(getattr(release, "splits_equalise_counts", True)):
+            extra = bound / (uniformity_kappa + 1.0)
+            modelled = extra
+            reason += (
+                f"; widened by the uniformity error of the leaves each query cuts ({KAPPA_NOTE})"
+            )
     lower, upper, rms = bootstrap_interval(answers, errors, level, extra)
     assumed_many = getattr(release, "assumed_many", None)
     assumed = np.asarray(assumed_many(queries), dtype=np.float64) if assumed_many else None
-    # Where the uniformity bound outweighs the measured (bootstrap) error, the interval is mostly
-    # a worst-case bound whose coverage depends on how the points cluster inside the cut leaves.
-    untrusted = None if extra is None else extra > np.mean(errors**2, axis=0)
+    # Where the modelled uniformity error outweighs the rest of the measured (bootstrap) error,
+    # the interval rests mostly on a model of how the points cluster inside the cut leaves.
+    untrusted = None if modelled is None else modelled > np.mean(errors**2, axis=0)
     return Uncertainty(
         answers, rms, noise_sd, lower, upper, errors.mean(axis=0), "bootstrap", reason, level,
         runs, assumed, untrusted,
@@ -287,8 +304,9 @@ def answer_uncertainty(
 
 #: What a flagged answer says (:attr:`Uncertainty.untrusted`).
 UNTRUSTED_NOTE = (
-    "NOT TRUSTWORTHY: the interval rests mostly on a bound for the uniformity error of the "
-    "leaves this query cuts (measured coverage 86-100 %, docs/experiments/coverage.md)"
+    "NOT TRUSTWORTHY: the interval rests mostly on a model of how the points lie inside the "
+    "leaves this query cuts (such answers covered 78-94 % on clustered data, "
+    "docs/experiments/coverage.md)"
 )
 
 

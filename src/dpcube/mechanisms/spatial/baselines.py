@@ -387,6 +387,9 @@ class KDTree(_CountTree):
     """
 
     name = "kdtree"
+    #: Private medians: sibling leaves hold (nearly) equal counts by construction, so the release's
+    #: leaf pairs cannot tell how clustered the points are (``LeafRelease.splits_equalise_counts``).
+    splits_equalise_counts = True
 
     def __init__(
         self,

@@ -78,6 +78,128 @@ def _overlap(rects: NDArray[np.int64], a0: Any, a1: Any, b0: Any, b1: Any) -> ND
     return np.asarray(dr * dc, dtype=np.float64)
 
 
+def edge_pairs(rects: NDArray[np.int64]) -> NDArray[np.int64]:
+    """The (k, 2) index pairs of rectangles that share a whole edge (their union is a rectangle):
+    side by side with the same rows, or one above the other with the same columns.
+
+    >>> edge_pairs(np.array([[0, 1, 0, 1], [0, 1, 1, 2], [1, 2, 0, 2]])).tolist()
+    [[0, 1]]
+    >>> edge_pairs(np.array([[0, 1, 0, 2], [1, 2, 0, 2]])).tolist()
+    [[0, 1]]
+    """
+    out: list[tuple[int, int]] = []
+    r = np.asarray(rects, dtype=np.int64).reshape(-1, 4).tolist()
+    for same, far in ((0, 2), (2, 0)):
+        # (same axis lo, hi, the other axis' far end) -> leaf: whose far end meets my near end
+        ends = {(a[same], a[same + 1], a[far + 1]): i for i, a in enumerate(r)}
+        for j, a in enumerate(r):
+            i = ends.get((a[same], a[same + 1], a[far]))
+            if i is not None:
+                out.append((i, j))
+    return np.array(sorted(out), dtype=np.int64).reshape(-1, 2)
+
+
+def leaf_pair_dispersion(
+    rects: NDArray[np.int64], counts: NDArray[Any], variances: NDArray[np.float64] | None
+) -> float:
+    """How unevenly points split between neighbouring leaves, relative to the Bhatia-Davis bound:
+    an estimate of ``1 / (kappa + 1)`` in [0, 1] (docs/experiments/coverage.md, "Uniformity
+    error").
+
+    For two leaves A, B sharing a whole edge, R = A u B holds ``n = n_A + n_B`` points, a share
+    ``p = n_A / n`` of them in A, which has a share ``f = |A| / |R|`` of R's area. Under the
+    Beta(kappa f, kappa (1 - f)) model of ``p``, ``E[n^2 (p - f)^2] = n^2 f (1 - f) / (kappa +
+    1)``, and ``n (p - f) = (1 - f) n_A - f n_B``. With released counts ``c = n + noise``
+    (independent noises of variance ``v``) the method of moments over all pairs gives
+
+        r = sum [((1 - f) c_A - f c_B)^2 - (1 - f)^2 v_A - f^2 v_B]
+            / sum [((c_A + c_B)^2 - v_A - v_B) f (1 - f)]
+
+    clipped to [0, 1]; 1 (the bound) where no pair or no signal. Where the noise variances are
+    not known (consistency post-processing), none is discounted: ``r`` is then too large, the
+    conservative side. Taking the same ``r`` inside a leaf as between leaves is a
+    self-similarity assumption (a multiplicative cascade splits every region alike).
+
+    >>> rects = np.array([[0, 1, 0, 1], [0, 1, 1, 2], [1, 2, 0, 1], [1, 2, 1, 2]])
+    >>> leaf_pair_dispersion(rects, np.array([50.0, 50.0, 50.0, 50.0]), None)  # even: kappa huge
+    0.0
+    >>> leaf_pair_dispersion(rects, np.array([100.0, 0.0, 0.0, 0.0]), None)  # all in one leaf
+    1.0
+    """
+    pairs = edge_pairs(rects)
+    if len(pairs) == 0:
+        return 1.0
+    r = np.asarray(rects, dtype=np.float64).reshape(-1, 4)
+    area = (r[:, 1] - r[:, 0]) * (r[:, 3] - r[:, 2])
+    c = np.clip(np.asarray(counts, dtype=np.float64), 0.0, None)
+    v = np.zeros(len(c)) if variances is None else np.asarray(variances, dtype=np.float64)
+    a, b = pairs[:, 0], pairs[:, 1]
+    f = area[a] / (area[a] + area[b])
+    num = ((1 - f) * c[a] - f * c[b]) ** 2 - (1 - f) ** 2 * v[a] - f**2 * v[b]
+    den = ((c[a] + c[b]) ** 2 - v[a] - v[b]) * f * (1 - f)
+    total = float(np.sum(den))
+    if total <= 0.0:
+        return 1.0
+    return float(np.clip(np.sum(num) / total, 0.0, 1.0))
+
+
+#: Seed of the cascade that scatters leaf counts in the bootstrap world (:func:`cascade_spread`).
+CASCADE_SEED = 0
+
+
+def cascade_spread(
+    shape: tuple[int, int],
+    rects: NDArray[np.int64],
+    counts: NDArray[np.int64],
+    dispersion: float,
+    rng: np.random.Generator,
+) -> NDArray[np.int64]:
+    """Whole counts on the grid: each leaf's count scattered over its cells by a random
+    multiplicative cascade of dispersion ``r = 1 / (kappa + 1)`` (:func:`leaf_pair_dispersion`).
+
+    A rectangle holding ``n`` points is halved across its longer side (``f``: the first half's
+    share of the area); the first half gets ``Binomial(n, p)`` points, ``p ~ Beta(kappa f, kappa
+    (1 - f))``, so that ``E[(p - f)^2] = f (1 - f) / (kappa + 1)``: the Beta model the release's
+    leaf pairs estimate; each half is cut again down to single cells. ``r = 0`` spreads the points
+    as binomial draws around the even spread; ``r = 1`` puts every leaf's points in one cell.
+    The total of every leaf is kept.
+
+    >>> rng = np.random.default_rng(0)
+    >>> rects = np.array([[0, 2, 0, 4], [2, 4, 0, 4]])
+    >>> z = cascade_spread((4, 4), rects, np.array([40, 8]), 1.0, rng)
+    >>> int(z[:2].sum()), int(z[2:].sum()), int((z[:2] > 0).sum()), int((z[2:] > 0).sum())
+    (40, 8, 1, 1)
+    """
+    out = np.zeros(shape, dtype=np.int64)
+    kappa = 1.0 / max(dispersion, 1e-12) - 1.0
+    stack = [
+        (int(a), int(b), int(c), int(d), int(n))
+        for (a, b, c, d), n in zip(
+            np.asarray(rects).tolist(), np.asarray(counts).tolist(), strict=True
+        )
+        if n > 0
+    ]
+    while stack:
+        r0, r1, c0, c1, n = stack.pop()
+        if r1 - r0 == 1 and c1 - c0 == 1:
+            out[r0, c0] += n
+            continue
+        if r1 - r0 >= c1 - c0:
+            mid = (r0 + r1) // 2
+            f = (mid - r0) / (r1 - r0)
+            halves = ((r0, mid, c0, c1), (mid, r1, c0, c1))
+        else:
+            mid = (c0 + c1) // 2
+            f = (mid - c0) / (c1 - c0)
+            halves = ((r0, r1, c0, mid), (r0, r1, mid, c1))
+        p = rng.beta(kappa * f, kappa * (1.0 - f)) if kappa > 1e-9 else float(rng.random() < f)
+        first = int(rng.binomial(n, p))
+        for (a, b, c, d), k in zip(halves, (first, n - first), strict=True):
+            if k > 0:
+                stack.append((a, b, c, d, k))
+    return out
+
+
 class LeafRelease(Release):
     """Leaf rectangles tiling the grid, each with a released count.
 
@@ -135,6 +257,10 @@ class LeafRelease(Release):
     def answer_many(self, queries: Sequence[Mapping[str, Any]]) -> NDArray[np.float64]:
         return self.answer_boxes(self.boxes(queries))
 
+    #: The bootstrap world's version, recorded with stored replicates
+    #: (:class:`~dpcube.release.replicates.StoredReplicates`): replicates drawn in another world
+    #: (the even spread of releases saved before) are recomputed rather than used.
+    bootstrap_world_version = "clustered-cascade-1"
     #: Why answers need a bootstrap (:mod:`dpcube.release.uncertainty`).
     bootstrap_reason = "leaf counts spread under the uniformity assumption (biased)"
 
@@ -164,9 +290,13 @@ class LeafRelease(Release):
         return out
 
     def bootstrap_world(self) -> BootstrapWorld:
-        """The parametric bootstrap's world: the leaf density Z (every leaf spread over its cells),
-        made non-negative whole counts, is the truth; each replicate re-runs the whole mechanism on
-        it, re-choosing the partition, so the structural error is part of the bootstrap."""
+        """The parametric bootstrap's world: every leaf's count, made a non-negative whole number
+        (:func:`~dpcube.release.uncertainty.integer_truth` over the leaves), scattered over its
+        cells by a multiplicative cascade as clustered as the release's own leaf pairs
+        (:func:`cascade_spread` with :meth:`uniformity_dispersion`), is the truth; each replicate
+        re-runs the whole mechanism on it, re-choosing the partition, so the structural error and
+        the uniformity error of leaves cutting clustered points are part of the bootstrap. (A
+        world spread evenly inside every leaf hid the uniformity error: docs/experiments/coverage.md.)"""
         from dpcube.histogram import Histogram
         from dpcube.release.cells import CellRelease
         from dpcube.release.uncertainty import (
@@ -177,7 +307,10 @@ class LeafRelease(Release):
         )
 
         assert self.schema is not None
-        truth = integer_truth(self.density)
+        whole = integer_truth(np.asarray(self.leaf_counts, dtype=np.float64))
+        # a fixed seed: the world is a function of the release (stored replicates rebuild it)
+        rng = np.random.default_rng(CASCADE_SEED)
+        truth = cascade_spread(self.shape, self.rects, whole, self.uniformity_dispersion(), rng)
         mechanism = rebuild_mechanism(self.metadata)
         bound = int(self.metadata.params.get("user_bound", 1) or 1)
         report = {"contribution_bound": bound} if bound > 1 else {}
@@ -202,6 +335,26 @@ class LeafRelease(Release):
             cut = (frac > 0) & (frac < 1)
             out[i] = float(np.sum(weight[cut] * frac[cut]))
         return out
+
+    @property
+    def splits_equalise_counts(self) -> bool:
+        """Whether the mechanism splits where the two halves hold equal counts (the kd-tree's
+        medians): then its leaf pairs hold equal counts by construction, and
+        :meth:`uniformity_dispersion` cannot see how clustered the points are; the intervals are
+        widened by the bound instead (:func:`dpcube.release.uncertainty.answer_uncertainty`)."""
+        from dpcube import registry
+
+        try:
+            cls = registry.resolve(registry.MECHANISMS, self.metadata.mechanism, "mechanism")
+        except KeyError:
+            return True  # an unknown mechanism: assume the worst, keep the bound
+        return bool(getattr(cls, "splits_equalise_counts", False))
+
+    def uniformity_dispersion(self) -> float:
+        """``1 / (kappa + 1)`` of the Beta model of :meth:`uniformity_variance_many`, estimated
+        from the release itself (:func:`leaf_pair_dispersion` on the pairs of leaves that share a
+        whole edge, discounting the leaf noise variances where the release knows them)."""
+        return leaf_pair_dispersion(self.rects, self.leaf_counts, self.variances)
 
     def uniformity_variance_many(
         self, queries: Sequence[Mapping[str, Any]], kappa: float
