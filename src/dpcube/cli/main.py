@@ -197,7 +197,7 @@ def _configure_engine(args: argparse.Namespace) -> None:
         return
     from dpcube.engine.spark_engine import configure, parse_conf
 
-    configure(master or "local[*]", parse_conf(conf))
+    configure(master, parse_conf(conf))  # no --spark-master: spark-submit's, else local[*]
 
 
 def cmd_release(args: argparse.Namespace) -> int:
