@@ -103,3 +103,59 @@ def test_whole_number_binning_equals_float_binning() -> None:
     # ages 3..20 in bins of 4 from 3: [3,7) [7,11) [11,15) [15,19) [19,20]
     np.testing.assert_array_equal(whole, [4, 4, 4, 4, 2])
     np.testing.assert_array_equal(floats, whole)
+
+
+def persons(n: int = 600) -> pd.DataFrame:
+    """Units 0..79 of 1-15 persons, each unit in one of three regions (one with a quote)."""
+    rng = np.random.default_rng(11)
+    unit = rng.integers(0, 80, n)
+    region = np.array(["north", "so'uth", "east"], dtype=object)[unit % 3]
+    return pd.DataFrame({"unit": unit, "region": region})
+
+
+def group_sizes(data: pd.DataFrame, show_values: bool = False) -> pd.DataFrame | str:
+    try:
+        with DuckDBEngine().open(data) as table:
+            found = counting.group_size_counts(table, "unit", "region", show_values)
+    except DataError as exc:
+        return str(exc)
+    frame = pd.DataFrame({k: list(v) for k, v in found.items()})
+    return frame.sort_values(["region", "size"]).reset_index(drop=True)
+
+
+def by_text(data: pd.DataFrame, monkeypatch: pytest.MonkeyPatch) -> pd.DataFrame | str:
+    """The exact text plan, forced by making every region hash collide."""
+    with monkeypatch.context() as patch:
+        patch.setattr(counting.Dialect, "hash64", lambda self, expr: "0")
+        return group_sizes(data)
+
+
+def test_hashed_group_sizes_equal_the_text_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    data = persons()
+    hashed, exact = group_sizes(data), by_text(data, monkeypatch)
+    assert isinstance(hashed, pd.DataFrame) and isinstance(exact, pd.DataFrame)
+    pd.testing.assert_frame_equal(hashed, exact)
+    # and both equal a count in pandas: units per (region, size), persons = count x size
+    sizes = data.groupby("unit").agg(size=("region", "size"), region=("region", "first"))
+    expected = sizes.groupby(["region", "size"]).size().rename("count").reset_index()
+    assert hashed["count"].tolist() == expected["count"].tolist()
+    assert hashed["persons"].tolist() == (expected["size"] * expected["count"]).tolist()
+    assert int(hashed["persons"].sum()) == len(data)
+
+
+def test_hashed_group_sizes_refuse_like_the_text_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    data = persons()
+    spread = data.copy()
+    for unit in (0, 1):  # two units each get a person in another region
+        row = spread.index[spread["unit"] == unit][0]
+        spread.loc[row, "region"] = "east" if spread.loc[row, "region"] != "east" else "north"
+    message = group_sizes(spread)
+    assert message == by_text(spread, monkeypatch)
+    assert isinstance(message, str) and message.startswith("2 units (column 'unit') span")
+    named = group_sizes(spread, show_values=True)
+    assert isinstance(named, str) and ", e.g. unit 0 in " in named
+    nulls = data.astype({"unit": "Int64"})
+    nulls.loc[3, "unit"] = pd.NA
+    nulls.loc[5, "region"] = None
+    nulls.loc[7, "unit"], nulls.loc[7, "region"] = pd.NA, None  # one row, both NULL
+    assert group_sizes(nulls) == "3 rows have a NULL 'unit' or 'region'; drop or fill them"

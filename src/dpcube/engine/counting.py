@@ -410,10 +410,14 @@ def _group_size_counts_by_text(
     rows = table.rows(f"SELECT count(*) FROM {units} WHERE region <> region2")
     if int(rows[0][0]):
         _raise_spread(table, unit, region, int(rows[0][0]), show_values)
-    return table.arrays(
+    result = table.arrays(
         "SELECT region, size, count(*) AS count, sum(size) AS persons "
         f"FROM {units} GROUP BY region, size"
     )
+    return {
+        "region": np.asarray(result["region"], dtype=object),
+        **{k: np.asarray(result[k], dtype=np.int64) for k in ("size", "count", "persons")},
+    }
 
 
 def user_sample_sql(dialect: Dialect, code_columns: list[str], seed: str, max_points: int) -> str:
