@@ -84,7 +84,8 @@ def spark_group_sizes(
     rows (at most leaves x max_size, plus the error counters) reach the driver.
 
     (The benchmark's own PySpark job, to compare with ``dpcube.group_sizes`` on Spark, whose SQL
-    runs a NULL scan, the two-region check and the (region, size) count as three jobs.)
+    (:func:`dpcube.engine.counting.group_size_counts`) counts the regions and NULLs in one light
+    scan, then the units by a 64-bit hash of the region text in one heavy scan.)
     """
     from pyspark.sql import functions as F
 
