@@ -51,23 +51,17 @@ def digest(*arrays: Any) -> str:
 
 
 def spark_session(cores: int, driver_memory: str, conf: dict[str, str], work_dir: Path) -> Any:
-    """A local Spark session with a driver memory cap (local mode: the driver JVM is the only
-    executor, so ``spark.driver.memory`` caps the heap of all the counting)."""
-    from pyspark.sql import SparkSession
+    """The library's local Spark session (:func:`dpcube.engine.spark_engine.spark_session`, with
+    its defaults for local masters) with a driver memory cap (local mode: the driver JVM is the
+    only executor, so ``spark.driver.memory`` caps the heap of all the counting)."""
+    from dpcube.engine.spark_engine import spark_session as library_session
 
-    builder = (
-        SparkSession.builder.master(f"local[{cores}]")
-        .appName("dpcube-bench-scale")
-        .config("spark.driver.memory", driver_memory)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.local.dir", str(work_dir / "spark-tmp"))
-    )
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
-    return session
+    settings = {
+        "spark.driver.memory": driver_memory,
+        "spark.local.dir": str(work_dir / "spark-tmp"),
+        **conf,
+    }
+    return library_session(f"local[{cores}]", settings)
 
 
 def spark_group_sizes(
@@ -90,7 +84,8 @@ def spark_group_sizes(
     rows (at most leaves x max_size, plus the error counters) reach the driver.
 
     (The benchmark's own PySpark job, to compare with ``dpcube.group_sizes`` on Spark, whose SQL
-    runs a NULL scan, the two-region check and the (region, size) count as three jobs.)
+    (:func:`dpcube.engine.counting.group_size_counts`) counts the regions and NULLs in one light
+    scan, then the units by a 64-bit hash of the region text in one heavy scan.)
     """
     from pyspark.sql import functions as F
 

@@ -197,7 +197,7 @@ def _configure_engine(args: argparse.Namespace) -> None:
         return
     from dpcube.engine.spark_engine import configure, parse_conf
 
-    configure(master or "local[*]", parse_conf(conf))
+    configure(master, parse_conf(conf))  # no --spark-master: spark-submit's, else local[*]
 
 
 def cmd_release(args: argparse.Namespace) -> int:
@@ -564,7 +564,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         "--spark-master",
         default=None,
         metavar="URL",
-        help="Spark master for --engine spark (default local[*]; e.g. spark://host:7077, yarn)",
+        help="Spark master for --engine spark (default: spark-submit's --master when run under "
+        "spark-submit, else local[*]; e.g. spark://host:7077, yarn)",
     )
     p.add_argument(
         "--spark-conf",

@@ -121,6 +121,10 @@ def cuboid_counts(
     d = table.dialect
     exprs = _codes(table, schema)
     axis_attr = [schema[name] for name, _ in schema.axes]
+    if weight is None and _code_space(schema) <= ROLL_UP_MAX_GROUPS:
+        return _rolled_up_cuboids(
+            table, schema, exprs, grouping_sets, on_out_of_domain, show_values
+        )
     codes = ", ".join(f"{e} AS a{i}" for i, e in enumerate(exprs))
     measure_report: dict[str, Any] = {}
     if weight is not None:
@@ -234,6 +238,86 @@ def cuboid_counts(
     return out, report
 
 
+#: Most groups (product over the axes of bins + 3 negative codes) for which :func:`cuboid_counts`
+#: groups the rows once by every axis and sums the cuboids on the driver, instead of one
+#: ``GROUPING SETS`` query over the data plus two counting scans.
+ROLL_UP_MAX_GROUPS = 1 << 20
+
+
+def _code_space(schema: Schema) -> int:
+    """How many distinct code tuples rows can have: each axis's bins and 3 negative codes.
+
+    >>> _code_space(Schema.from_dict({"attributes": [
+    ...     {"name": "a", "kind": "ordinal", "range": [0, 9], "width": 1}]}))
+    13
+    """
+    return int(np.prod([size + 3 for size in schema.shape], dtype=object))
+
+
+def _rolled_up_cuboids(
+    table: Table,
+    schema: Schema,
+    exprs: list[str],
+    grouping_sets: Sequence[tuple[int, ...]],
+    on_out_of_domain: str,
+    show_values: bool,
+) -> tuple[dict[tuple[int, ...], NDArray[np.int64]], dict[str, Any]]:
+    """:func:`cuboid_counts` (no measure) from ONE scan: the rows grouped by the codes of every
+    axis (at most :data:`ROLL_UP_MAX_GROUPS` groups come back), then the policy and each cuboid
+    (a marginal of the kept groups) on the driver; the same counts and report as the
+    ``GROUPING SETS`` plan, which scans the data three times."""
+    axes = len(exprs)
+    select = ", ".join(f"{e} AS a{i}" for i, e in enumerate(exprs))
+    keys = ", ".join(f"a{i}" for i in range(axes))
+    codes, n = _grouped_codes(
+        table, f"SELECT {select}, count(*) AS n FROM src GROUP BY {keys}", axes
+    )
+    codes = codes.copy()
+    rows = int(n.sum())
+    clipped: dict[str, int] = {}
+    dropped: dict[str, int] = {}
+    problems: list[Problem] = []
+    uncovered = np.zeros(len(n), dtype=bool)
+    for i, (name, part) in enumerate(schema.axes):
+        attr = schema[name]
+        by_code: dict[int, int] = {}
+        for code in (BELOW, NULL, ABOVE):
+            hit = codes[:, i] == code
+            count = int(n[hit].sum())
+            if not count:
+                continue
+            can_clip = code in (BELOW, ABOVE) and not isinstance(attr, Nominal)
+            if on_out_of_domain == "error" or (on_out_of_domain == "clip" and not can_clip):
+                by_code[code] = count
+                uncovered |= hit
+            elif on_out_of_domain == "clip":
+                clipped[attr.name] = clipped.get(attr.name, 0) + count
+                codes[hit, i] = 0 if code == BELOW else schema.shape[i] - 1
+            else:
+                dropped[attr.name] = dropped.get(attr.name, 0) + count
+        if by_code:
+            problems.append((i, attr, part, by_code))
+    if problems:
+        raise out_of_domain_error(
+            problems,
+            rows=rows,
+            affected=int(n[uncovered].sum()),
+            examples=_examples(table, schema, exprs) if show_values else None,
+        )
+    kept = (codes >= 0).all(axis=1)
+    base = np.zeros(schema.size, dtype=np.int64)
+    np.add.at(base, np.ravel_multi_index(tuple(codes[kept].T), schema.shape), n[kept])
+    base = base.reshape(schema.shape)
+    out: dict[tuple[int, ...], NDArray[np.int64]] = {}
+    for cuboid_axes in sorted({tuple(sorted(s)) for s in grouping_sets}):
+        summed = tuple(i for i in range(axes) if i not in cuboid_axes)
+        out[cuboid_axes] = np.asarray(base.sum(axis=summed), dtype=np.int64)
+    report = policy_report(
+        on_out_of_domain, rows=rows, counted=int(n[kept].sum()), dropped=dropped, clipped=clipped
+    )
+    return out, report
+
+
 def group_size_counts(
     table: Table, unit: str, region: str, show_values: bool = False
 ) -> dict[str, NDArray[Any]]:
@@ -242,38 +326,98 @@ def group_size_counts(
 
     Refuses a missing column, a NULL unit or region, and a unit in two regions (counted; a unit
     id and its regions, private data, are named only with ``show_values``).
+
+    Two scans. The first groups the rows by region text (a few thousand groups) and counts the
+    NULLs. The second, the heavy one, groups by unit keeping only fixed-width aggregates of a
+    64-bit hash of the region text (``count``, ``min``, ``max``), so both engines run it as a
+    hash aggregate with map-side partial aggregation (a ``min``/``max`` of text makes Spark sort
+    all rows instead); units whose hashes differ span two regions. The hashes are mapped back to
+    the texts of the first scan; if two region texts share a hash (never seen; 64 bits), the
+    exact text plan (:func:`_group_size_counts_by_text`) runs instead.
     """
     d = table.dialect
     for col in (unit, region):
         if col not in table.columns:
             raise DataError(f"column {col!r} not in the data (columns: {list(table.columns)})")
-    u, r = d.ident(unit), d.ident(region)
-    nulls = table.rows(f"SELECT count(*) FROM src WHERE {u} IS NULL OR {r} IS NULL")[0][0]
+    u, text = d.ident(unit), d.text(d.ident(region))
+    regions = table.rows(
+        f"SELECT region, {d.hash64('region')} AS k, persons, null_units FROM ("
+        f"SELECT {text} AS region, count(*) AS persons, count(*) FILTER (WHERE {u} IS NULL) "
+        f"AS null_units FROM src GROUP BY {text}) AS regions"
+    )
+    nulls = sum(
+        int(persons if name is None else null_units) for name, _, persons, null_units in regions
+    )
     if nulls:
         raise DataError(f"{nulls} rows have a NULL {unit!r} or {region!r}; drop or fill them")
+    key_to_region = {int(k): str(name) for name, k, _, _ in regions}
+    if len(key_to_region) < len(regions):
+        return _group_size_counts_by_text(table, unit, region, show_values)
     units = (
+        "(SELECT CASE WHEN k0 = k1 THEN k0 ELSE 0 END AS k, "
+        "CASE WHEN k0 = k1 THEN 0 ELSE 1 END AS spread, size FROM ("
+        "SELECT count(*) AS size, min(k) AS k0, max(k) AS k1 "
+        f"FROM (SELECT {u} AS unit, {d.hash64(text)} AS k FROM src) AS keyed GROUP BY unit"
+        ") AS grouped) AS units"
+    )
+    result = table.arrays(
+        f"SELECT k, spread, size, count(*) AS count, sum(size) AS persons FROM {units} "
+        "GROUP BY k, spread, size"
+    )
+    count = np.asarray(result["count"], dtype=np.int64)
+    spread = np.asarray(result["spread"]) == 1
+    if spread.any():
+        _raise_spread(table, unit, region, int(count[spread].sum()), show_values)
+    keys = [int(k) for k in np.asarray(result["k"]).tolist()]
+    return {
+        "region": np.array([key_to_region[int(k)] for k in keys], dtype=object),
+        "size": np.asarray(result["size"], dtype=np.int64),
+        "count": count,
+        "persons": np.asarray(result["persons"], dtype=np.int64),
+    }
+
+
+def _text_units(table: Table, unit: str, region: str) -> str:
+    d = table.dialect
+    u, r = d.ident(unit), d.ident(region)
+    return (
         f"(SELECT {u} AS unit, min({d.text(r)}) AS region, max({d.text(r)}) AS region2, "
         f"count(*) AS size FROM src GROUP BY {u}) AS units"
     )
-    rows = table.rows(
-        f"SELECT unit, region, region2, count(*) OVER () FROM {units} "
-        "WHERE region <> region2 LIMIT 1"
+
+
+def _raise_spread(table: Table, unit: str, region: str, units: int, show_values: bool) -> None:
+    """The error for ``units`` units in several leaf regions (one named with ``show_values``)."""
+    example = " (ids not shown: they are private; show_values=True or --show-values names one)"
+    if show_values:
+        bad = table.rows(
+            f"SELECT unit, region, region2 FROM {_text_units(table, unit, region)} "
+            "WHERE region <> region2 LIMIT 1"
+        )[0]
+        example = f", e.g. unit {bad[0]!r} in {bad[1]!r} and {bad[2]!r}"
+    raise DataError(
+        f"{units:,} units (column {unit!r}) span several leaf regions of column "
+        f"{region!r}{example}; each group must lie in exactly one leaf region"
     )
-    if rows:
-        bad = rows[0]
-        example = (
-            f", e.g. unit {bad[0]!r} in {bad[1]!r} and {bad[2]!r}"
-            if show_values
-            else " (ids not shown: they are private; show_values=True or --show-values names one)"
-        )
-        raise DataError(
-            f"{bad[3]:,} units (column {unit!r}) span several leaf regions of column "
-            f"{region!r}{example}; each group must lie in exactly one leaf region"
-        )
-    return table.arrays(
+
+
+def _group_size_counts_by_text(
+    table: Table, unit: str, region: str, show_values: bool
+) -> dict[str, NDArray[Any]]:
+    """:func:`group_size_counts` comparing the region texts themselves (``min``/``max`` of text
+    per unit): exact whatever the hashes, and slow on Spark (three full scans, two sorting)."""
+    units = _text_units(table, unit, region)
+    rows = table.rows(f"SELECT count(*) FROM {units} WHERE region <> region2")
+    if int(rows[0][0]):
+        _raise_spread(table, unit, region, int(rows[0][0]), show_values)
+    result = table.arrays(
         "SELECT region, size, count(*) AS count, sum(size) AS persons "
         f"FROM {units} GROUP BY region, size"
     )
+    return {
+        "region": np.asarray(result["region"], dtype=object),
+        **{k: np.asarray(result[k], dtype=np.int64) for k in ("size", "count", "persons")},
+    }
 
 
 def user_sample_sql(dialect: Dialect, code_columns: list[str], seed: str, max_points: int) -> str:

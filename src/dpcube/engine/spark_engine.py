@@ -32,8 +32,9 @@ from dpcube.engine.sql import SPARK, schema_column_kinds
 from dpcube.errors import DataError
 from dpcube.schema import Schema
 
-#: The master URL and configuration of the sessions :func:`spark_session` builds by default.
-_SESSION_DEFAULTS: dict[str, Any] = {"master": "local[*]", "conf": {}}
+#: The master URL (``None``: the environment's, else ``local[*]``) and configuration of the
+#: sessions :func:`spark_session` builds by default.
+_SESSION_DEFAULTS: dict[str, Any] = {"master": None, "conf": {}}
 
 
 def parse_conf(pairs: Sequence[str]) -> dict[str, str]:
@@ -54,11 +55,68 @@ def parse_conf(pairs: Sequence[str]) -> dict[str, str]:
 
 
 def configure(master: str | None = None, conf: dict[str, str] | None = None) -> None:
-    """Set the master URL (default ``local[*]``) and configuration of new Spark sessions."""
-    if master is not None:
-        _SESSION_DEFAULTS["master"] = master
+    """Set the master URL and configuration of new Spark sessions (``master=None`` keeps the
+    environment's master: :func:`environment_master`, else ``local[*]``)."""
+    _SESSION_DEFAULTS["master"] = master
     if conf is not None:
         _SESSION_DEFAULTS["conf"] = dict(conf)
+
+
+def submit_args_master(submit_args: str) -> str | None:
+    """The ``--master`` of a ``PYSPARK_SUBMIT_ARGS`` value (the spark-submit arguments PySpark
+    passes when it starts the JVM itself), if any.
+
+    >>> submit_args_master("--master yarn --conf a=b pyspark-shell")
+    'yarn'
+    >>> submit_args_master("--master=local[3] pyspark-shell"), submit_args_master("pyspark-shell")
+    ('local[3]', None)
+    """
+    words = submit_args.split()
+    for i, word in enumerate(words):
+        if word == "--master" and i + 1 < len(words):
+            return words[i + 1]
+        if word.startswith("--master="):
+            return word.partition("=")[2]
+    return None
+
+
+def environment_master() -> str | None:
+    """The master this process already has, which a new session must not override: that of a
+    running SparkContext, of ``spark-submit`` (which starts the JVM before Python, with
+    ``spark.master`` among its system properties, and tells PySpark through
+    ``PYSPARK_GATEWAY_PORT``), or of ``PYSPARK_SUBMIT_ARGS``; ``None`` if none is set."""
+    from pyspark import SparkConf, SparkContext
+
+    running = SparkContext._active_spark_context
+    if running is not None:
+        return str(running.master)
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        SparkContext._ensure_initialized()  # connects to spark-submit's JVM (no context yet)
+        master = SparkConf(_jvm=SparkContext._jvm).get("spark.master", None)
+        if master:
+            return str(master)
+    return submit_args_master(os.environ.get("PYSPARK_SUBMIT_ARGS", ""))
+
+
+def local_defaults(master: str) -> dict[str, str]:
+    """Settings for a ``local[N]`` master (one JVM is driver and only executor), each overridden
+    by the caller's configuration; none for a cluster, whose own defaults stand.
+
+    ``spark.sql.shuffle.partitions`` 4 per core instead of 200: the counting queries shuffle at
+    most one row per cell (or per unit and core), and 200 partitions cost 200 tasks and 200
+    shuffle files per map task on a machine that runs N at a time (adaptive execution, on by
+    default, coalesces small partitions after the shuffle; it stays on).
+
+    >>> local_defaults("local[2]")["spark.sql.shuffle.partitions"]
+    '8'
+    >>> local_defaults("spark://head:7077")
+    {}
+    """
+    if not master.startswith("local"):
+        return {}
+    inside = master[master.find("[") + 1 : master.find("]")] if "[" in master else "1"
+    cores = int(inside) if inside.isdigit() else os.cpu_count() or 1
+    return {"spark.sql.shuffle.partitions": str(4 * max(cores, 2))}
 
 
 def _builder() -> Any:
@@ -70,23 +128,31 @@ def _builder() -> Any:
 
 
 def spark_session(master: str | None = None, conf: dict[str, str] | None = None) -> Any:
-    """A Spark session on ``master`` (default: :func:`configure`'s, ``local[*]``) with ``conf``
-    passed to the builder (web UI off unless ``conf`` turns it on)."""
-    url = master or _SESSION_DEFAULTS["master"]
-    builder = _builder()
-    from pyspark.sql import SparkSession
+    """A Spark session on ``master`` with ``conf`` passed to the builder.
 
-    running = SparkSession.getActiveSession()
-    if running is not None and running.sparkContext.master != url:
-        # getOrCreate would hand back the running session and silently ignore the master
+    The master is ``master``, else :func:`configure`'s (``--spark-master``), else the one the
+    process already has (:func:`environment_master`: a running session, ``spark-submit
+    --master``, ``PYSPARK_SUBMIT_ARGS``), else ``local[*]``. A master given explicitly that
+    differs from the process's own is refused (Spark would silently keep the running one).
+    Local masters get :func:`local_defaults`; the web UI is off unless ``conf`` turns it on.
+    """
+    builder = _builder()
+    requested = master or _SESSION_DEFAULTS["master"]
+    existing = environment_master()
+    if requested is not None and existing is not None and existing != requested:
         raise DataError(
-            f"a Spark session on {running.sparkContext.master!r} is already running in this "
-            f"process, so one on {url!r} cannot start; stop it first or count on it"
+            f"this process already runs Spark on {existing!r} (a running session or "
+            f"spark-submit --master), so a session on {requested!r} cannot start; drop "
+            "--spark-master (the running master is then used) or stop the running session"
         )
-    builder = builder.master(url).appName("dpcube")
+    url = requested or existing or "local[*]"
+    if existing is None:
+        builder = builder.master(url)  # else the running/submitted master stands untouched
+    builder = builder.appName("dpcube")
     settings = {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
+        **local_defaults(url),
         **_SESSION_DEFAULTS["conf"],
         **(conf or {}),
     }
