@@ -125,10 +125,22 @@ class Cube:
         return self.selections[key]
 
     def truth(self, mask: int) -> NDArray[np.int64] | None:
+        """Cuboid ``mask``'s true counts (cached), summed from a cuboid with one more dimension.
+
+        Integer sums are exact, so rolling up through supersets gives the base roll-up's array.
+        """
         if self.base is None:
             return None
+        lat = self.lattice
+        if mask == lat.base:
+            return self.base
         if mask not in self._truth:
-            self._truth[mask] = np.asarray(rollup(self.base, self.lattice.base, mask))
+            # the parent with one more dimension, the one of least cardinality (fewest cells)
+            extra = min((i for i in range(lat.d) if not mask >> i & 1), key=lambda i: lat.cards[i])
+            parent = mask | 1 << extra
+            parent_counts = self.truth(parent)
+            assert parent_counts is not None
+            self._truth[mask] = np.asarray(rollup(parent_counts, parent, mask))
         return self._truth[mask]
 
     def counts(self, masks: Iterable[int]) -> dict[int, NDArray[np.int64]]:
@@ -137,7 +149,7 @@ class Cube:
             return {m: self.given[m] for m in masks}
         if self.base is None:
             return {m: np.zeros(shape(lat, m), dtype=np.int64) for m in masks}
-        return {m: np.asarray(rollup(self.base, lat.base, m), dtype=np.int64) for m in masks}
+        return {m: np.asarray(self.truth(m), dtype=np.int64) for m in masks}
 
 
 def cuboid_errors(cube: Cube, estimates: dict[int, NDArray[np.float64]]) -> NDArray[np.float64]:
