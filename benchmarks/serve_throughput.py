@@ -237,6 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         f"HTTP batches of {args.batch} ({args.batch_clients} clients): {answers_per_s:,.0f} "
         f"answers/s, p50 {batch['p50_ms']:.1f} ms, p99 {batch['p99_ms']:.1f} ms, "
         f"{batch['errors']} errors; server {batch['server_cpu_ms_per_request']:.1f} CPU ms/request "
+        f"(per process {' / '.join(f'{x:.0%}' for x in batch['process_shares'])}) "
         f"(with a core to itself: {args.batch * 1000.0 / batch['server_cpu_ms_per_request']:,.0f} "
         "answers/s)"
     )

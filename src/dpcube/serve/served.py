@@ -73,6 +73,8 @@ class RememberingAttribute:
         self._attribute = attribute
         self._memo: dict[str, Any] = {}
         self._limit = limit
+        #: the remembered constraints by ``repr`` (read-only for others: emptied, never replaced)
+        self.memo = self._memo
         self.name = attribute.name
         self.shape = attribute.shape
 
@@ -126,9 +128,11 @@ class QueryResolver:
         self._schema = remembering_schema(schema)
         self._names = frozenset(schema.names)
         self._axes = len(schema.shape)
+        # per attribute: its name, its memo (RememberingAttribute's, read here without a call)
+        # and its constraint, and the whole axis for a query that leaves it out
+        remembering: tuple[Any, ...] = self._schema.attributes
         self._parts = tuple(
-            (a.name, a.constraint, tuple((0, n - 1) for n in a.shape))
-            for a in self._schema.attributes
+            (a.name, a.memo, a.constraint, tuple((0, n - 1) for n in a.shape)) for a in remembering
         )
 
     def boxes(self, queries: Sequence[Any]) -> Any:
@@ -142,8 +146,13 @@ class QueryResolver:
             try:
                 if not names.issuperset(query):
                     self._schema.box(query)  # raises the schema's own line for the unknown name
-                for name, constraint, whole in parts:
-                    extend(constraint(query[name]) if name in query else whole)
+                for name, memo, constraint, whole in parts:
+                    if name in query:
+                        value = query[name]
+                        intervals = memo.get(repr(value))
+                        extend(constraint(value) if intervals is None else intervals)
+                    else:
+                        extend(whole)
             except DPCubeError as exc:
                 raise QueryError(f"queries[{i}]: {exc}") from None
             except (TypeError, ValueError, OverflowError) as exc:
@@ -157,7 +166,11 @@ def json_floats(values: Any) -> list[float | None]:
     >>> json_floats(np.array([1.5, np.nan, np.inf]))
     [1.5, None, None]
     """
-    return [v if math.isfinite(v) else None for v in np.asarray(values, dtype=np.float64).tolist()]
+    array = np.asarray(values, dtype=np.float64)
+    listed: list[float | None] = array.tolist()
+    if bool(np.isfinite(array).all()):
+        return listed
+    return [v if v is not None and math.isfinite(v) else None for v in listed]
 
 
 def attribute_info(attribute: Any) -> dict[str, Any]:
