@@ -453,7 +453,24 @@ class Kronecker(LinearOperator):
         return math.prod(f.l2_sensitivity() for f in self.factors)
 
     def nonnegative(self) -> bool:
-        return all(f.nonnegative() for f in self.factors)
+        """Each entry is a product of one entry per factor, so none is negative when every factor
+        is non-negative or non-positive and an even number of them have a negative entry (two
+        non-positive factors give a non-negative product; a factor of mixed signs, with the others
+        non-zero, gives negative entries).
+
+        >>> Kronecker([Explicit([[-1.0], [-2.0]]), Explicit([[-3.0, -1.0]])]).nonnegative()
+        True
+        >>> Kronecker([Explicit([[-1.0], [-2.0]]), Identity(2)]).nonnegative()
+        False
+        """
+        flips = 0
+        for f in self.factors:
+            if f.nonnegative():
+                continue
+            if float(f.sparse().data.max(initial=0.0)) > 0.0:
+                return False  # mixed signs (an all-zero other factor is not looked for)
+            flips += 1
+        return flips % 2 == 0
 
     def sparse(self) -> sp.csr_matrix:
         return sp.csr_matrix(
