@@ -142,3 +142,27 @@ def test_real_dpbench_grid_and_geolife(data_dir: Path) -> None:
     np.testing.assert_allclose(r.budget_paths, 0.1, rtol=1e-12)
     loaded = geolife_dataset(data_dir, side=64)
     assert loaded is not None and loaded[0].total == 217_653
+    core = geolife_dataset(data_dir, side=64, window="core")  # Beijing: 96.4 % of the points
+    assert core is not None and core[0].total == 209_876
+    assert core[0].report["dropped"] == {"p": 217_653 - 209_876}
+
+
+def test_geolife_core_window_drops_points_outside_beijing(tmp_path: Path) -> None:
+    """The ``core`` window bins over GEOLIFE_CORE_BBOX and drops (and counts) what lies outside."""
+    import gzip
+
+    from dpcube.experiments.spatial import GEOLIFE_CORE_BBOX, geolife_dataset
+
+    (tmp_path / "geolife").mkdir()
+    rows = ["lat,lng,datetime,uid", "39.9,116.3,2008-10-23 05:53:05,001",
+            "39.61,116.79,2008-10-23 05:53:06,001", "22.5,114.1,2008-10-24 05:53:05,002"]  # fmt: skip
+    with gzip.open(tmp_path / "geolife" / "geolife_sample.txt.gz", "wt") as f:
+        f.write("\n".join(rows) + "\n")
+    whole = geolife_dataset(tmp_path, side=8)
+    core = geolife_dataset(tmp_path, side=8, window="core")
+    assert whole is not None and core is not None
+    assert whole[0].total == 3 and core[0].total == 2
+    assert core[0].report["dropped"] == {"p": 1}
+    assert core[1][1].attributes[0].to_dict()["bbox"] == list(GEOLIFE_CORE_BBOX)
+    with pytest.raises(ValueError, match="window"):
+        geolife_dataset(tmp_path, side=8, window="city")

@@ -278,13 +278,19 @@ def main(argv: list[str]) -> int:
         if not args.data_dir.is_dir():
             p.error(f"--data-dir {str(args.data_dir)!r} is not a directory")
         wanted = {d.strip().lower() for d in args.datasets.split(",") if d.strip()}
-        unknown = wanted - {"geolife", "gowalla", "cps"}
+        unknown = wanted - {"geolife", "geolife-core", "gowalla", "cps"}
         if unknown:
-            p.error(f"--datasets: unknown {sorted(unknown)[0]!r} (known: geolife, gowalla, cps)")
+            p.error(
+                f"--datasets: unknown {sorted(unknown)[0]!r} "
+                "(known: geolife, geolife-core, gowalla, cps)"
+            )
         side = 64 if args.quick else args.side
         loaded = geolife_dataset(args.data_dir, side) if "geolife" in wanted else None
         if loaded is not None:
             grids["GeoLife"] = loaded[0].counts
+        core = geolife_dataset(args.data_dir, side, "core") if "geolife-core" in wanted else None
+        if core is not None:
+            grids["GeoLife core"] = core[0].counts
         gowalla = args.data_dir / "dpbench" / "2D" / LOCATION_GRIDS["Gowalla"]
         if "gowalla" in wanted and gowalla.exists():
             grids["Gowalla"] = np.rint(np.load(gowalla)).astype(np.int64)

@@ -130,19 +130,34 @@ def la_proxy(n: int = 3_500_000, seed: int = 2021, side: int = 1024) -> Array:
     return _grid(np.concatenate(parts), side)
 
 
-def geolife_dataset(data_dir: Path, side: int = 1024) -> tuple[Histogram, Any] | None:
-    """GeoLife points binned at side x side over their bounding box, through dpcube.histogram."""
+#: The ``core`` GeoLife window, (lat0, lon0, lat1, lon1): Beijing, about 67 x 68 km, holding 96.4 %
+#: of the sample's points (209,876 of 217,653). The sample's own bounding box spans 22-41 N (its
+#: two users travelled), on which a 256 x 256 grid leaves all but 32 cells empty.
+GEOLIFE_CORE_BBOX = (39.6, 116.0, 40.2, 116.8)
+
+
+def geolife_dataset(
+    data_dir: Path, side: int = 1024, window: str = "bbox"
+) -> tuple[Histogram, Any] | None:
+    """GeoLife points binned at side x side through dpcube.histogram, over their bounding box
+    (``window="bbox"``) or over Beijing, :data:`GEOLIFE_CORE_BBOX` (``"core"``; the points
+    outside it are dropped and counted in the histogram's report)."""
     from dpcube.engine.duckdb_engine import open_source
     from dpcube.histogram import histogram
     from dpcube.schema import Schema
 
+    if window not in ("bbox", "core"):
+        raise ValueError(f"window must be 'bbox' or 'core', got {window!r}")
     path = data_dir / "geolife" / "geolife_sample.txt.gz"
     if not path.exists():
         return None
-    with open_source(str(path)) as view:
-        lat0, lat1, lon0, lon1 = view.sql(
-            "SELECT min(lat), max(lat), min(lng), max(lng) FROM src"
-        ).fetchall()[0]
+    if window == "core":
+        lat0, lon0, lat1, lon1 = GEOLIFE_CORE_BBOX
+    else:
+        with open_source(str(path)) as view:
+            lat0, lat1, lon0, lon1 = view.sql(
+                "SELECT min(lat), max(lat), min(lng), max(lng) FROM src"
+            ).fetchall()[0]
     schema = Schema.from_dict(
         {
             "attributes": [
@@ -156,6 +171,8 @@ def geolife_dataset(data_dir: Path, side: int = 1024) -> tuple[Histogram, Any] |
             ]
         }
     )
+    if window == "core":
+        return histogram(str(path), schema, on_out_of_domain="drop"), (path, schema)
     return histogram(str(path), schema), (path, schema)
 
 
