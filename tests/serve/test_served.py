@@ -40,7 +40,7 @@ def test_the_memo_is_bounded() -> None:
     attribute = RememberingAttribute(schema["x"], limit=10)
     for i in range(25):
         assert attribute.constraint([0, i]) == schema["x"].constraint([0, i])
-        assert len(attribute._memo) <= 10
+        assert len(attribute.memo) <= 10
 
 
 @pytest.mark.parametrize("shape", [(7,), (5, 6), (4, 3, 5, 2), (3, 2, 2, 2, 3, 2, 2)])

@@ -46,8 +46,22 @@ def url_of(host: str, port: int) -> str:
     return f"http://{shown}:{port}/"
 
 
-def bind(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on ``host:port`` (``port`` 0: a free one); errors are one line."""
+def bind(host: str, port: int, count: int = 1) -> list[socket.socket]:
+    """``count`` listening TCP sockets on ``host:port`` (``port`` 0: a free one, the same for
+    all); errors are one line. Several sockets share the address through ``SO_REUSEPORT``, one
+    per worker of ``--workers N`` (:mod:`dpcube.serve.workers`): the kernel spreads connections
+    over them.
+
+    >>> socks = bind("127.0.0.1", 0, 2)
+    >>> len({s.getsockname() for s in socks})  # one address, two sockets
+    1
+    >>> for s in socks: s.close()
+    """
+    if count > 1 and not hasattr(socket, "SO_REUSEPORT"):
+        raise UsageError(
+            "--workers above 1 needs SO_REUSEPORT (Linux, macOS, BSD), which this platform "
+            "lacks; run one worker per port behind a proxy instead"
+        )
     if not 0 <= port <= 65535:
         raise UsageError(f"--port must be between 0 and 65535, got {port}")
     try:
@@ -56,19 +70,26 @@ def bind(host: str, port: int) -> socket.socket:
         )[0]
     except socket.gaierror as exc:
         raise UsageError(f"--host {host!r} cannot be resolved: {exc.strerror}") from None
-    sock = socket.socket(family, kind, proto)
+    sockets: list[socket.socket] = []
     try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-        sock.listen(2048)
+        for _ in range(count):
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if count > 1:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            sock.bind(address)
+            sock.listen(2048)
+            sock.set_inheritable(True)
+            address = sock.getsockname()  # port 0: the others join the port the first got
     except OSError as exc:
-        sock.close()
+        for sock in sockets:
+            sock.close()
         raise UsageError(
             f"cannot listen on {host}:{port}: {exc.strerror or exc} (choose another --port, "
             "or 0 for a free one)"
         ) from None
-    sock.set_inheritable(True)
-    return sock
+    return sockets
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -101,12 +122,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         **{k: v for k, v in options.items() if k != "release_dirs"},
         warm=args.workers == 1,
     )
-    if args.workers == 1:
-        sockets = [bind(args.host, args.port)]
-    else:
-        from dpcube.serve.workers import reuse_port_sockets
-
-        sockets = reuse_port_sockets(args.host, args.port, args.workers)
+    sockets = bind(args.host, args.port, args.workers)
     port = int(sockets[0].getsockname()[1])
     if not is_loopback(args.host):
         print(

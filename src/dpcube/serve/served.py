@@ -71,10 +71,10 @@ class RememberingAttribute:
 
     def __init__(self, attribute: Any, limit: int = MEMO_LIMIT) -> None:
         self._attribute = attribute
-        self._memo: dict[str, Any] = {}
+        #: the remembered constraints by ``repr`` (:class:`QueryResolver` reads it directly; it
+        #: is emptied when full, never replaced)
+        self.memo: dict[str, Any] = {}
         self._limit = limit
-        #: the remembered constraints by ``repr`` (read-only for others: emptied, never replaced)
-        self.memo = self._memo
         self.name = attribute.name
         self.shape = attribute.shape
 
@@ -83,12 +83,12 @@ class RememberingAttribute:
 
     def constraint(self, value: Any) -> Any:
         key = repr(value)
-        intervals = self._memo.get(key)
+        intervals = self.memo.get(key)
         if intervals is None:
             intervals = self._attribute.constraint(value)
-            if len(self._memo) >= self._limit:
-                self._memo.clear()
-            self._memo[key] = intervals
+            if len(self.memo) >= self._limit:
+                self.memo.clear()
+            self.memo[key] = intervals
         return intervals
 
 

@@ -10,7 +10,8 @@ core, the other idle).
 Here every worker listens on its own socket, all bound to the same address with ``SO_REUSEPORT``
 (Linux 3.9+, macOS, the BSDs): the kernel assigns each new connection to one of the sockets by a
 hash of its addresses and ports, so connections are spread over the workers independently of
-which worker is awake. The parent creates the sockets (so ``--port 0`` picks one port for all),
+which worker is awake. The parent creates the sockets (:func:`dpcube.serve.cli.bind`, so ``--port 0`` picks one port
+for all),
 starts the workers (``spawn``: each loads the releases itself), restarts a worker that dies (its
 socket stays open in the parent, so connections hashed to it wait for the replacement instead of
 being refused), stops everything if a worker fails while starting, and ends the workers on
@@ -27,8 +28,6 @@ import threading
 import time
 from typing import Any
 
-from dpcube.errors import UsageError
-
 #: A worker that exits by itself (not killed by a signal) within this many seconds of being started
 #: failed to start (a release it could not load, a port it could not use): the parent stops instead
 #: of restarting it, since the same error would come back at once, forever.
@@ -39,49 +38,6 @@ MAX_RESTARTS = 5
 RESTART_WINDOW = 60.0
 #: How often the parent checks its workers.
 POLL_SECONDS = 0.5
-
-
-def reuse_port_sockets(host: str, port: int, count: int) -> list[socket.socket]:
-    """``count`` listening TCP sockets on ``host:port`` with ``SO_REUSEPORT`` (``port`` 0: one
-    free port, the same for all); errors are one line.
-
-    >>> socks = reuse_port_sockets("127.0.0.1", 0, 2)
-    >>> len({s.getsockname() for s in socks})  # one address, two sockets
-    1
-    >>> for s in socks: s.close()
-    """
-    if not hasattr(socket, "SO_REUSEPORT"):
-        raise UsageError(
-            "--workers above 1 needs SO_REUSEPORT (Linux, macOS, BSD), which this platform "
-            "lacks; run one worker per port behind a proxy instead"
-        )
-    if not 0 <= port <= 65535:
-        raise UsageError(f"--port must be between 0 and 65535, got {port}")
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(
-            host.strip("[]"), port, type=socket.SOCK_STREAM
-        )[0]
-    except socket.gaierror as exc:
-        raise UsageError(f"--host {host!r} cannot be resolved: {exc.strerror}") from None
-    sockets: list[socket.socket] = []
-    try:
-        for _ in range(count):
-            sock = socket.socket(family, kind, proto)
-            sockets.append(sock)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-            sock.bind(address)
-            sock.listen(2048)
-            sock.set_inheritable(True)
-            address = sock.getsockname()  # port 0: the others join the port the first got
-    except OSError as exc:
-        for sock in sockets:
-            sock.close()
-        raise UsageError(
-            f"cannot listen on {host}:{port}: {exc.strerror or exc} (choose another --port, "
-            "or 0 for a free one)"
-        ) from None
-    return sockets
 
 
 def worker_main(options: dict[str, Any], settings: dict[str, Any], sock: socket.socket) -> None:
