@@ -332,7 +332,10 @@ def grid_apply_columns(x: FloatArray, factors: Sequence[FloatArray]) -> FloatArr
     y = x
     for axis, f in enumerate(factors):
         before = math.prod(dims[:axis])
-        y = np.matmul(f, y.reshape(before, dims[axis], -1)).reshape(n, p)
+        if before == 1:
+            y = (f @ y.reshape(dims[axis], -1)).reshape(n, p)
+        else:
+            y = np.matmul(f, y.reshape(before, dims[axis], -1)).reshape(n, p)
     return y
 
 
@@ -422,8 +425,8 @@ def sparse_pidentity_objective(
 #: REFINE_PHASES L-BFGS-B runs of at most that many evaluations each; ``opt-grid`` runs
 #: REFINE_PHASES_LONG.
 REFINE_MAX_CELLS = 4096
-REFINE_PHASES = (40, 40, 40)
-REFINE_PHASES_LONG = (60, 60, 60, 60, 60)
+REFINE_PHASES = (25, 25, 25, 25)
+REFINE_PHASES_LONG = (25, 25, 50, 50, 50, 50, 50)
 
 
 #: The refinement trusts an evaluation only where ``tr(C) / f`` (``C = D G D``; the Woodbury form
@@ -450,16 +453,19 @@ def refine_kron_pidentity(
     on a working set of Θ's entries.
 
     The product is a KKT point of the whole grid's template (projected gradient 5e-7 against
-    0.27 for the whole gradient on AllRange(32)²) but not a minimum. On the whole template
-    L-BFGS-B spent 40-60 evaluations leaving it; on the product's own support (about 1 % of Θ
-    on AllRange(64)², p = 528, Θ's other entries held at 0, where their gradient is positive)
-    it leaves it within about 30, and then goes downhill to strategies that are no Kronecker
-    product. Each phase is one L-BFGS-B run (``Θ ≥ 0``) of at most ``phases[k]`` evaluations of
-    :func:`sparse_pidentity_objective` on the working set; between phases, every entry outside
-    it whose gradient is negative (a violated KKT condition) joins it at 0. Θ stays sparse
-    (about 1.2 % non-zero), so an evaluation costs 0.07 CPU s instead of 0.38 s for the dense
-    Θ, and L-BFGS-B works on about 25,000 variables instead of 2.2 million. The evaluation
-    count is fixed (no time budget), so the result is deterministic for a given BLAS.
+    0.27 for the whole gradient on AllRange(32)²) but not a minimum: L-BFGS-B drifts off it and
+    then goes downhill to strategies that are no Kronecker product. The working set starts as
+    the product's support (about 1 % of Θ on AllRange(64)², p = 528; Θ's other entries are
+    held at 0, where their gradient is positive). Each phase is one L-BFGS-B run (``Θ ≥ 0``) of
+    at most ``phases[k]`` evaluations of :func:`sparse_pidentity_objective`; between phases,
+    every entry outside the working set whose gradient is negative (a violated KKT condition)
+    joins it at 0, and L-BFGS-B restarts. On AllRange(64)² (per unit, relative to the
+    product): 25 evaluations drift without visible gain, the second phase leaves the saddle
+    (0.950) and four phases of 25 reach 0.915, where 200 evaluations on the whole dense template
+    reached 0.921. Θ stays sparse (about 1.3 % non-zero), so an evaluation costs 0.07 CPU s
+    instead of 0.38 s for the dense Θ, and L-BFGS-B works on about 28,000 variables instead of
+    2.2 million. The evaluation count is fixed (no time budget), so the result is deterministic
+    for a given BLAS.
 
     Returns the best Θ seen and its objective (the product's if the run does not improve on
     it), or None where the product's objective cannot be evaluated accurately
@@ -815,9 +821,10 @@ def optimized_strategy(workload: Any, *, seed: int = 0, refine_grid: bool = Fals
 
     On product workloads of two axes up to :data:`REFINE_MAX_CELLS` cells it also runs OPT_0 on
     the whole grid from OPT_⊗'s product (:func:`refine_kron_pidentity`, :data:`REFINE_PHASES`:
-    AllRange(64)² 0.634x HDMM instead of 0.695x, about 12 CPU s); ``refine_grid`` (the
-    ``opt-grid`` strategy) runs it longer (:data:`REFINE_PHASES_LONG`). The refined Θ is sparse
-    and stored as its non-zeros (:func:`~dpcube.mechanisms.matrix.strategies.pidentity`).
+    AllRange(64)² 0.636x HDMM instead of 0.695x, about 10 CPU s); ``refine_grid`` (the
+    ``opt-grid`` strategy) runs it longer (:data:`REFINE_PHASES_LONG`: 0.630x, about 30 CPU s).
+    The refined Θ is sparse and stored as its non-zeros
+    (:func:`~dpcube.mechanisms.matrix.strategies.pidentity`).
     """
     from dpcube.mechanisms.matrix.strategies import (
         dense,
