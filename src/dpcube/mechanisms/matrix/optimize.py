@@ -437,6 +437,25 @@ REFINE_PHASES_LONG = (25, 25, 50, 50, 50, 50, 50)
 REFINE_MAX_CANCELLATION = 1e4
 
 
+#: The refinement runs only where one evaluation of :func:`sparse_pidentity_objective` costs at
+#: most this many multiply-adds (:func:`refine_work`). AllRange(64)²: 4.6e8 (about 0.1 CPU s per
+#: evaluation with L-BFGS-B's share), AllRange(16 x 256): 7.5e8 (11 CPU s in all, no gain there);
+#: AllRange(4 x 1,024) (p = 1,344): 8.2e9, 93 CPU s for a gain of 0.02 %, so it is left out.
+REFINE_MAX_WORK = 1e9
+
+
+def refine_work(p: int, dims: Sequence[int], nonzeros: int) -> int:
+    """Multiply-adds of one :func:`sparse_pidentity_objective` evaluation, roughly: G per axis
+    (``p n Σnᵢ``), three sparse-times-dense products (``3 nnz p``) and the p x p Cholesky and
+    inverse (``p³``).
+
+    >>> refine_work(528, (64, 64), 21504)  # AllRange(64)²: OPT_⊗'s product, p = 4 per axis
+    458084352
+    """
+    n = math.prod(dims)
+    return p * n * sum(dims) + 3 * nonzeros * p + p**3
+
+
 def _trusted(f: float, diag: FloatArray, values: FloatArray, support: SparseSupport) -> bool:
     c = 1.0 + np.bincount(support.cols, weights=values, minlength=support.n)
     return f > 0 and float(diag @ (c * c)) <= REFINE_MAX_CANCELLATION * f
@@ -468,8 +487,9 @@ def refine_kron_pidentity(
     for a given BLAS.
 
     Returns the best Θ seen and its objective (the product's if the run does not improve on
-    it), or None where the product's objective cannot be evaluated accurately
-    (:data:`REFINE_MAX_CANCELLATION`) or the product is the identity; points beyond that bound
+    it), or None where the product is the identity, an evaluation would cost more than
+    :data:`REFINE_MAX_WORK`, or the product's objective cannot be evaluated accurately
+    (:data:`REFINE_MAX_CANCELLATION`); points beyond that bound
     are refused during the run (an infinite value, so the line search steps back).
     """
     start = time.perf_counter()
@@ -480,7 +500,8 @@ def refine_kron_pidentity(
     theta0 = kron_pidentity_theta(list(thetas))
     support = SparseSupport.of(theta0)
     values = theta0[support.rows, support.cols]
-    if not values.size:
+    dims = [g.shape[0] for g in grams]
+    if not values.size or refine_work(support.p, dims, values.size) > REFINE_MAX_WORK:
         return None
     best, _ = sparse_pidentity_objective(values, support, grams, diag)
     if not _trusted(best, diag, values, support):
@@ -819,7 +840,8 @@ def optimized_strategy(workload: Any, *, seed: int = 0, refine_grid: bool = Fals
     ``‖A‖₁² tr(G (AᵀA)⁻¹)`` is kept. Data-independent (no budget); seeded, so reproducible.
     ``info`` records the objective, the winner and the optimisation time.
 
-    On product workloads of two axes up to :data:`REFINE_MAX_CELLS` cells it also runs OPT_0 on
+    On product workloads of two axes up to :data:`REFINE_MAX_CELLS` cells (and
+    :data:`REFINE_MAX_WORK` per evaluation) it also runs OPT_0 on
     the whole grid from OPT_⊗'s product (:func:`refine_kron_pidentity`, :data:`REFINE_PHASES`:
     AllRange(64)² 0.636x HDMM instead of 0.695x, about 10 CPU s); ``refine_grid`` (the
     ``opt-grid`` strategy) runs it longer (:data:`REFINE_PHASES_LONG`: 0.630x, about 30 CPU s).
@@ -956,6 +978,7 @@ def gaussian_optimal_strategy(workload: Any) -> Any:
 __all__ = [
     "REFINE_MAX_CANCELLATION",
     "REFINE_MAX_CELLS",
+    "REFINE_MAX_WORK",
     "REFINE_PHASES",
     "REFINE_PHASES_LONG",
     "UNION_EXACT_CELLS",
@@ -985,6 +1008,7 @@ __all__ = [
     "pidentity_matrix",
     "pidentity_objective",
     "refine_kron_pidentity",
+    "refine_work",
     "sparse_pidentity_objective",
     "union_weights",
 ]
