@@ -430,8 +430,9 @@ REFINE_PHASES_LONG = (25, 25, 50, 50, 50, 50, 50)
 
 
 #: The refinement trusts an evaluation only where ``tr(C) / f`` (``C = D G D``; the Woodbury form
-#: subtracts two numbers of about ``tr(C)`` to get f) is at most this, so rounding moves f by
-#: about 1e-12 relative at most. AllRange(64)²: 17-25 along the run. Prefix(16)²: OPT_⊗'s
+#: subtracts two numbers of about ``tr(C)`` to get f) is at most this: the rounding error of f
+#: relative to f is that factor times the products' own (about 1e-16 each), far below the
+#: differences L-BFGS-B acts on. AllRange(64)²: 17-25 along the run. Prefix(16)²: OPT_⊗'s
 #: product has Θ entries up to 7e6 (the 1-D optimum gives the identity block almost no weight)
 #: and f comes out negative: the refinement does not run there.
 REFINE_MAX_CANCELLATION = 1e4
