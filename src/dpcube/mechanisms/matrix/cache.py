@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from dpcube.errors import DPCubeError
 from dpcube.mechanisms.matrix.strategies import Strategy, build_strategy
 from dpcube.mechanisms.matrix.workloads import Workload
 
@@ -38,8 +39,9 @@ from dpcube.mechanisms.matrix.workloads import Workload
 MEMORY_ENTRIES = 16
 #: Environment variable: ``memory`` (default), ``disk`` (also ``$DPCUBE_HOME/strategies``), ``off``.
 CACHE_ENV = "DPCUBE_STRATEGY_CACHE"
-#: Bumped when a strategy's construction changes, so older disk entries are not reused.
-VERSION = 1
+#: Bumped when a strategy's construction changes, so older disk entries are not reused (2: the
+#: default ``opt`` refines 2-axis products on the whole grid, issue #12).
+VERSION = 2
 
 _memory: OrderedDict[str, Strategy] = OrderedDict()
 
@@ -97,7 +99,7 @@ def _load(path: Path, name: str) -> Strategy | None:
         out = build_strategy(saved["spec"], name=name)
         out.info = dict(saved.get("info", {}))
         return out
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, DPCubeError):
         return None
 
 
