@@ -84,6 +84,10 @@ Kind = Literal["exact", "bootstrap", "none"]
 #: evaluation data; docs/experiments/coverage.md).
 UNIFORMITY_KAPPA = 0.0
 KAPPA_NOTE = "variance bound f (1 - f) of the share f of each cut leaf inside the query"
+DISPERSION_NOTE = (
+    "variance r f (1 - f) of the share f of each cut leaf inside the query, r the dispersion of "
+    "the release's neighbouring leaves"
+)
 
 
 @dataclass(frozen=True)
@@ -235,8 +239,12 @@ def answer_uncertainty(
     (``LeafRelease.splits_equalise_counts``: the kd-tree), the Beta concentration of the model of
     the fraction of a cut leaf's points inside the query by which the interval is widened
     (:meth:`~dpcube.mechanisms.spatial.release.LeafRelease.uniformity_variance_many`; 0: the
-    bound). Other leaf releases get the uniformity error from their clustered bootstrap world and
-    are not widened. None: no widening and no ``untrusted`` flags (tests compare both).
+    bound). Leaf releases whose partition does not depend on the data
+    (``LeafRelease.partition_data_independent``: UG, the quadtree) are widened in quadrature by
+    the modelled variance ``r V_u`` (``r``: ``LeafRelease.uniformity_dispersion``), since their
+    re-runs all cut the same leaves and the bootstrap sees one draw of the layout inside them.
+    Other leaf releases get the uniformity error from their clustered bootstrap world and are
+    not widened. None: no widening and no ``untrusted`` flags (tests compare both).
 
     ``runs``: bootstrap replicates (default :data:`DEFAULT_RUNS`); ``seed``: seeds the replicates
     (default: OS entropy); ``method``: ``"bootstrap"`` forces the bootstrap on a release that has
@@ -290,6 +298,12 @@ def answer_uncertainty(
             reason += (
                 f"; widened by the uniformity error of the leaves each query cuts ({KAPPA_NOTE})"
             )
+        elif bool(getattr(release, "partition_data_independent", False)):
+            # Every re-run cuts the same leaves: the world is spread evenly (a clustered one would
+            # put one draw of its layout, a shift, into every replicate) and the model's
+            # variance r V_u of the layout inside the cut leaves is added in quadrature.
+            extra = modelled
+            reason += f"; widened by the modelled uniformity error of the leaves each query cuts ({DISPERSION_NOTE})"
     lower, upper, rms = bootstrap_interval(answers, errors, level, extra)
     assumed_many = getattr(release, "assumed_many", None)
     assumed = np.asarray(assumed_many(queries), dtype=np.float64) if assumed_many else None

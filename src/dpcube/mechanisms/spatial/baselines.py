@@ -272,6 +272,9 @@ class QuadTree(_CountTree):
     """
 
     name = "quadtree"
+    #: The leaves depend on the data only through the noisy total: a bootstrap re-run cuts the
+    #: same leaves (``LeafRelease.partition_data_independent``).
+    partition_data_independent = True
 
     def __init__(
         self,
@@ -473,6 +476,9 @@ class UniformGrid(SpatialMechanism):
     """
 
     name = "ug"
+    #: The grid depends on the data only through the noisy total: a bootstrap re-run cuts the
+    #: same cells (``LeafRelease.partition_data_independent``).
+    partition_data_independent = True
 
     def __init__(
         self,
