@@ -213,3 +213,29 @@ def test_ug_intervals_cover_points_laid_out_by_the_model() -> None:
     # stays above 90 %; the plain ones miss a fifth or more, far below.
     assert np.mean(covered) >= 0.90
     assert np.mean(plain_covered) < np.mean(covered) - 0.1
+
+
+def test_in_a_clustered_world_ug_errors_are_shifted_by_one_draw_of_the_layout() -> None:
+    """What dpcube.experiments.coverage_shift measures: in the clustered world, the mean of UG's
+    bootstrap errors is the world's own uniformity error on UG's cells (one draw, the same in
+    every re-run), not noise."""
+    from dpcube.experiments.coverage_shift import clustered_world_errors
+    from dpcube.mechanisms.spatial.release import LeafRelease
+
+    side = 128
+    rng = np.random.default_rng(12)
+    F = cascade_spread((side, side), np.array([[0, side, 0, side]]), np.array([100_000]), 0.3, rng)
+    ug = UniformGrid(0.1).release(
+        Histogram(spatial_case_schema(side, side), F), random_state=5, account=False
+    )
+    boxes = query_boxes((side, side), "random", 60, seed=3)
+    queries = [{"p": {"bins": b.tolist()}} for b in boxes]
+    errors = clustered_world_errors(ug, queries, runs=20, seed=1)
+    world = ug.bootstrap_world(dispersion=ug.uniformity_dispersion()).truth.counts  # type: ignore[attr-defined]
+    cells = np.array([world[a:b, c:d].sum() for a, b, c, d in ug.rects], dtype=np.float64)
+    exact = LeafRelease(ug.schema, ug.metadata, ug.rects, cells)
+    draw = exact.answer_many(queries) - box_sums(prefix_sums(world), boxes)
+    # The shift of each query's errors is that draw: the noise left in a 20-run mean has sd near
+    # 14 sqrt(cells in the query / 20) <= 35 here, the draws spread over hundreds of points.
+    assert np.std(draw) > 100
+    assert np.corrcoef(errors.mean(axis=0), draw)[0, 1] > 0.9

@@ -294,7 +294,7 @@ class LeafRelease(Release):
             out[:, i] = np.bincount(ids, weights=dr * dc * weight, minlength=runs)
         return out
 
-    def bootstrap_world(self) -> BootstrapWorld:
+    def bootstrap_world(self, dispersion: float | None = None) -> BootstrapWorld:
         """The parametric bootstrap's world: every leaf's count, made a non-negative whole number
         (:func:`~dpcube.release.uncertainty.integer_truth` over the leaves), scattered over its
         cells by a multiplicative cascade as clustered as the release's own leaf pairs
@@ -307,7 +307,9 @@ class LeafRelease(Release):
         the quadtree) every re-run cuts the same leaves, so a clustered world would put one draw
         of its layout into every replicate alike; the world is then spread as evenly as whole
         counts allow (dispersion 0: binomial draws) and the uniformity error is added from the
-        model's variance by :func:`~dpcube.release.uncertainty.answer_uncertainty` instead."""
+        model's variance by :func:`~dpcube.release.uncertainty.answer_uncertainty` instead.
+        ``dispersion`` overrides the world's dispersion (diagnostics only:
+        :mod:`dpcube.experiments.coverage_shift`)."""
         from dpcube.histogram import Histogram
         from dpcube.release.cells import CellRelease
         from dpcube.release.uncertainty import (
@@ -321,7 +323,9 @@ class LeafRelease(Release):
         whole = integer_truth(np.asarray(self.leaf_counts, dtype=np.float64))
         # a fixed seed: the world is a function of the release (stored replicates rebuild it)
         rng = np.random.default_rng(CASCADE_SEED)
-        dispersion = 0.0 if self.partition_data_independent else self.uniformity_dispersion()
+        if dispersion is None:
+            independent = self.partition_data_independent
+            dispersion = 0.0 if independent else self.uniformity_dispersion()
         truth = cascade_spread(self.shape, self.rects, whole, dispersion, rng)
         mechanism = rebuild_mechanism(self.metadata)
         bound = int(self.metadata.params.get("user_bound", 1) or 1)
