@@ -39,7 +39,10 @@ release's own neighbouring leaves are
 (:meth:`~dpcube.mechanisms.spatial.release.LeafRelease.bootstrap_world`). Where the leaf pairs
 cannot tell (the kd-tree's median splits equalise sibling counts) the interval is widened by
 the Bhatia-Davis bound of the uniformity error instead (:func:`answer_uncertainty`; measured
-coverage in ``docs/experiments/coverage.md``).
+coverage in ``docs/experiments/coverage.md``). Where every re-run cuts the same leaves (UG, the
+quadtree, AG: ``LeafRelease.reruns_keep_the_leaves``) a clustered world would give one draw of its
+layout, the same in every replicate: there the world is even and the interval is widened by the
+model's variance ``r V_u``.
 
 Replicates come from :func:`bootstrap_replicates`: the ones saved with the release by
 ``dpcube release --bootstrap-runs N`` (:func:`store_bootstrap`, :mod:`dpcube.release.replicates`:
@@ -239,8 +242,8 @@ def answer_uncertainty(
     (``LeafRelease.splits_equalise_counts``: the kd-tree), the Beta concentration of the model of
     the fraction of a cut leaf's points inside the query by which the interval is widened
     (:meth:`~dpcube.mechanisms.spatial.release.LeafRelease.uniformity_variance_many`; 0: the
-    bound). Leaf releases whose partition does not depend on the data
-    (``LeafRelease.partition_data_independent``: UG, the quadtree) are widened in quadrature by
+    bound). Leaf releases whose re-runs cut the same leaves (``LeafRelease.reruns_keep_the_leaves``:
+    UG, the quadtree, AG) are widened in quadrature by
     the modelled variance ``r V_u`` (``r``: ``LeafRelease.uniformity_dispersion``), since their
     re-runs all cut the same leaves and the bootstrap sees one draw of the layout inside them.
     Other leaf releases get the uniformity error from their clustered bootstrap world and are
@@ -298,7 +301,7 @@ def answer_uncertainty(
             reason += (
                 f"; widened by the uniformity error of the leaves each query cuts ({KAPPA_NOTE})"
             )
-        elif bool(getattr(release, "partition_data_independent", False)):
+        elif bool(getattr(release, "reruns_keep_the_leaves", False)):
             # Every re-run cuts the same leaves: the world is spread evenly (a clustered one would
             # put one draw of its layout, a shift, into every replicate) and the model's
             # variance r V_u of the layout inside the cut leaves is added in quadrature.

@@ -264,7 +264,7 @@ class LeafRelease(Release):
     def bootstrap_world_version(self) -> str:
         """The bootstrap world's version: ``"clustered-cascade-1"``, or for a partition that does
         not depend on the data ``"even-world-modelled-1"`` (see :meth:`bootstrap_world`)."""
-        return "even-world-modelled-1" if self.partition_data_independent else "clustered-cascade-1"
+        return "even-world-modelled-1" if self.reruns_keep_the_leaves else "clustered-cascade-1"
 
     #: Why answers need a bootstrap (:mod:`dpcube.release.uncertainty`).
     bootstrap_reason = "leaf counts spread under the uniformity assumption (biased)"
@@ -303,8 +303,8 @@ class LeafRelease(Release):
         the uniformity error of leaves cutting clustered points are part of the bootstrap. (A
         world spread evenly inside every leaf hid the uniformity error: docs/experiments/coverage.md.)
 
-        Where the partition does not depend on the data (:attr:`partition_data_independent`: UG,
-        the quadtree) every re-run cuts the same leaves, so a clustered world would put one draw
+        Where every re-run cuts (nearly) the same leaves (:attr:`reruns_keep_the_leaves`: UG, the
+        quadtree, AG), a clustered world would put one draw
         of its layout into every replicate alike; the world is then spread as evenly as whole
         counts allow (dispersion 0: binomial draws) and the uniformity error is added from the
         model's variance by :func:`~dpcube.release.uncertainty.answer_uncertainty` instead.
@@ -324,7 +324,7 @@ class LeafRelease(Release):
         # a fixed seed: the world is a function of the release (stored replicates rebuild it)
         rng = np.random.default_rng(CASCADE_SEED)
         if dispersion is None:
-            independent = self.partition_data_independent
+            independent = self.reruns_keep_the_leaves
             dispersion = 0.0 if independent else self.uniformity_dispersion()
         truth = cascade_spread(self.shape, self.rects, whole, dispersion, rng)
         mechanism = rebuild_mechanism(self.metadata)
@@ -367,25 +367,28 @@ class LeafRelease(Release):
         return bool(getattr(cls, "splits_equalise_counts", False))
 
     @property
-    def partition_data_independent(self) -> bool:
-        """Whether the mechanism's leaves depend on the data only through a noisy total (UG's
-        grid, the quadtree): every bootstrap re-run then cuts the same leaves, so the uniformity
-        error in the bootstrap errors is *one draw* of the clustered world's layout inside those
-        leaves, the same in every replicate (a shift, not a spread). Its size varies a lot from
-        query to query (the cascade's shares are heavy-tailed: on GeoLife over Beijing, UG at
-        epsilon 0.1, the shift was a median 0.18 and 0.54 of the model's sd on the flagged
-        answers of two releases; the bootstrap's mean square error was a quarter of the actual in
-        the first), so the interval is widened by the model's variance instead
-        (:func:`dpcube.release.uncertainty.answer_uncertainty`) and the bootstrap world is spread
-        evenly (:meth:`bootstrap_world`). Trees that re-choose their leaves (HTF, PrivTree, AG's
-        second level) cut the clustered world differently in each re-run and are not."""
+    def reruns_keep_the_leaves(self) -> bool:
+        """Whether a re-run of the mechanism on the bootstrap world cuts (nearly) the same leaves
+        as the release: UG's grid and the quadtree depend on the data only through a noisy total;
+        AG's second-level grids are sized from noisy counts of its fixed first-level cells, whose
+        totals the world keeps. Then the uniformity error in the bootstrap errors of a clustered
+        world is *one draw* of its layout inside those leaves, the same in every replicate (a
+        shift, not a spread). Its size varies a lot from query to query (the cascade's shares are
+        heavy-tailed: on GeoLife over Beijing, UG at epsilon 0.1, the shift was a median 0.19 and
+        0.52 of the model's sd on the flagged answers of two releases, and the bootstrap's mean
+        square error a quarter of the actual in the first:
+        :mod:`dpcube.experiments.coverage_shift`), so the bootstrap world is spread evenly
+        (:meth:`bootstrap_world`) and the interval widened by the model's variance instead
+        (:func:`dpcube.release.uncertainty.answer_uncertainty`). Trees that re-choose their
+        leaves from the data (HTF, PrivTree, the kd-tree) cut the clustered world differently in
+        each re-run and keep it."""
         from dpcube import registry
 
         try:
             cls = registry.resolve(registry.MECHANISMS, self.metadata.mechanism, "mechanism")
         except KeyError:
             return False  # unknown: splits_equalise_counts already keeps the bound
-        return bool(getattr(cls, "partition_data_independent", False))
+        return bool(getattr(cls, "reruns_keep_the_leaves", False))
 
     def uniformity_dispersion(self) -> float:
         """``1 / (kappa + 1)`` of the Beta model of :meth:`uniformity_variance_many`, estimated
