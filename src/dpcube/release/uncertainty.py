@@ -322,7 +322,7 @@ def answer_uncertainty(
 #: What a flagged answer says (:attr:`Uncertainty.untrusted`).
 UNTRUSTED_NOTE = (
     "NOT TRUSTWORTHY: the interval rests mostly on a model of how the points lie inside the "
-    "leaves this query cuts (such answers covered 78-94 % on clustered data, "
+    "leaves this query cuts (such answers covered 77-97 % on clustered data, "
     "docs/experiments/coverage.md)"
 )
 
