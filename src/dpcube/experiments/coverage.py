@@ -77,10 +77,42 @@ def coverage_row(
     zero = truth == 0
     out["zero_truth_share"] = float(np.mean(zero))
     out["coverage_nonzero"] = float(np.mean(inside[~zero])) if (~zero).any() else np.nan
+    out |= empty_answer_stats(zero, inside, answers, stddev)
     return out | {
         "coverage": float(np.mean(inside)),
         "median_width": float(np.median(upper - lower)),
         "sd_over_rmse": float(np.sqrt(np.mean(stddev**2)) / rmse) if rmse > 0 else float("nan"),
+    }
+
+
+def empty_answer_stats(
+    zero: NDArray[np.bool_],
+    inside: NDArray[np.bool_],
+    answers: NDArray[np.float64],
+    stddev: NDArray[np.float64],
+) -> dict[str, float]:
+    """Why true answers of 0 are covered: ``coverage_zero`` (their coverage);
+    ``zero_nonpositive_share``, the share whose answer is <= 0, covered *by construction* (the
+    lower end is clipped at 0 and the upper end is never below it, so only a too-high answer can
+    miss a true 0: a calibrated 95 % interval covers it at least 97.5 % of the time); and
+    ``zero_positive_over_sd_p95``, the 95th percentile of answer / stated sd over the others (a
+    calibrated interval misses near 1.96).
+
+    >>> s = empty_answer_stats(np.array([True, True, False]), np.array([True, True, False]),
+    ...                        np.array([-1.0, 2.0, 5.0]), np.array([1.0, 4.0, 1.0]))
+    >>> s["coverage_zero"], s["zero_nonpositive_share"], s["zero_positive_over_sd_p95"]
+    (1.0, 0.5, 0.5)
+    """
+    if not zero.any():
+        return dict.fromkeys(
+            ("coverage_zero", "zero_nonpositive_share", "zero_positive_over_sd_p95"), np.nan
+        )
+    positive = zero & (answers > 0)
+    ratio = answers[positive] / np.maximum(stddev[positive], 1e-300)
+    return {
+        "coverage_zero": float(np.mean(inside[zero])),
+        "zero_nonpositive_share": float(np.mean(answers[zero] <= 0)),
+        "zero_positive_over_sd_p95": float(np.quantile(ratio, 0.95)) if len(ratio) else np.nan,
     }
 
 

@@ -272,6 +272,9 @@ class QuadTree(_CountTree):
     """
 
     name = "quadtree"
+    #: The leaves depend on the data only through the noisy total: a bootstrap re-run cuts the
+    #: same leaves (``LeafRelease.reruns_keep_the_leaves``).
+    reruns_keep_the_leaves = True
 
     def __init__(
         self,
@@ -473,6 +476,9 @@ class UniformGrid(SpatialMechanism):
     """
 
     name = "ug"
+    #: The grid depends on the data only through the noisy total: a bootstrap re-run cuts the
+    #: same cells (``LeafRelease.reruns_keep_the_leaves``).
+    reruns_keep_the_leaves = True
 
     def __init__(
         self,
@@ -564,6 +570,10 @@ class AdaptiveGrid(SpatialMechanism):
     """
 
     name = "ag"
+    #: The level-2 grids are sized from noisy counts of the fixed level-1 cells, whose totals the
+    #: bootstrap world keeps: a re-run cuts nearly the same leaves
+    #: (``LeafRelease.reruns_keep_the_leaves``).
+    reruns_keep_the_leaves = True
 
     def __init__(
         self,

@@ -260,7 +260,12 @@ class LeafRelease(Release):
     #: The bootstrap world's version, recorded with stored replicates
     #: (:class:`~dpcube.release.replicates.StoredReplicates`): replicates drawn in another world
     #: (the even spread of releases saved before) are recomputed rather than used.
-    bootstrap_world_version = "clustered-cascade-1"
+    @property
+    def bootstrap_world_version(self) -> str:
+        """The bootstrap world's version: ``"clustered-cascade-1"``, or for a partition that does
+        not depend on the data ``"even-world-modelled-1"`` (see :meth:`bootstrap_world`)."""
+        return "even-world-modelled-1" if self.reruns_keep_the_leaves else "clustered-cascade-1"
+
     #: Why answers need a bootstrap (:mod:`dpcube.release.uncertainty`).
     bootstrap_reason = "leaf counts spread under the uniformity assumption (biased)"
 
@@ -289,14 +294,22 @@ class LeafRelease(Release):
             out[:, i] = np.bincount(ids, weights=dr * dc * weight, minlength=runs)
         return out
 
-    def bootstrap_world(self) -> BootstrapWorld:
+    def bootstrap_world(self, dispersion: float | None = None) -> BootstrapWorld:
         """The parametric bootstrap's world: every leaf's count, made a non-negative whole number
         (:func:`~dpcube.release.uncertainty.integer_truth` over the leaves), scattered over its
         cells by a multiplicative cascade as clustered as the release's own leaf pairs
         (:func:`cascade_spread` with :meth:`uniformity_dispersion`), is the truth; each replicate
         re-runs the whole mechanism on it, re-choosing the partition, so the structural error and
         the uniformity error of leaves cutting clustered points are part of the bootstrap. (A
-        world spread evenly inside every leaf hid the uniformity error: docs/experiments/coverage.md.)"""
+        world spread evenly inside every leaf hid the uniformity error: docs/experiments/coverage.md.)
+
+        Where every re-run cuts (nearly) the same leaves (:attr:`reruns_keep_the_leaves`: UG, the
+        quadtree, AG), a clustered world would put one draw
+        of its layout into every replicate alike; the world is then spread as evenly as whole
+        counts allow (dispersion 0: binomial draws) and the uniformity error is added from the
+        model's variance by :func:`~dpcube.release.uncertainty.answer_uncertainty` instead.
+        ``dispersion`` overrides the world's dispersion (diagnostics only:
+        :mod:`dpcube.experiments.coverage_shift`)."""
         from dpcube.histogram import Histogram
         from dpcube.release.cells import CellRelease
         from dpcube.release.uncertainty import (
@@ -310,7 +323,10 @@ class LeafRelease(Release):
         whole = integer_truth(np.asarray(self.leaf_counts, dtype=np.float64))
         # a fixed seed: the world is a function of the release (stored replicates rebuild it)
         rng = np.random.default_rng(CASCADE_SEED)
-        truth = cascade_spread(self.shape, self.rects, whole, self.uniformity_dispersion(), rng)
+        if dispersion is None:
+            independent = self.reruns_keep_the_leaves
+            dispersion = 0.0 if independent else self.uniformity_dispersion()
+        truth = cascade_spread(self.shape, self.rects, whole, dispersion, rng)
         mechanism = rebuild_mechanism(self.metadata)
         bound = int(self.metadata.params.get("user_bound", 1) or 1)
         report = {"contribution_bound": bound} if bound > 1 else {}
@@ -349,6 +365,30 @@ class LeafRelease(Release):
         except KeyError:
             return True  # an unknown mechanism: assume the worst, keep the bound
         return bool(getattr(cls, "splits_equalise_counts", False))
+
+    @property
+    def reruns_keep_the_leaves(self) -> bool:
+        """Whether a re-run of the mechanism on the bootstrap world cuts (nearly) the same leaves
+        as the release: UG's grid and the quadtree depend on the data only through a noisy total;
+        AG's second-level grids are sized from noisy counts of its fixed first-level cells, whose
+        totals the world keeps. Then the uniformity error in the bootstrap errors of a clustered
+        world is *one draw* of its layout inside those leaves, the same in every replicate (a
+        shift, not a spread). Its size varies a lot from query to query (the cascade's shares are
+        heavy-tailed: on GeoLife over Beijing, UG at epsilon 0.1, the shift was a median 0.19 and
+        0.52 of the model's sd on the flagged answers of two releases, and the bootstrap's mean
+        square error a quarter of the actual in the first:
+        :mod:`dpcube.experiments.coverage_shift`), so the bootstrap world is spread evenly
+        (:meth:`bootstrap_world`) and the interval widened by the model's variance instead
+        (:func:`dpcube.release.uncertainty.answer_uncertainty`). Trees that re-choose their
+        leaves from the data (HTF, PrivTree, the kd-tree) cut the clustered world differently in
+        each re-run and keep it."""
+        from dpcube import registry
+
+        try:
+            cls = registry.resolve(registry.MECHANISMS, self.metadata.mechanism, "mechanism")
+        except KeyError:
+            return False  # unknown: splits_equalise_counts already keeps the bound
+        return bool(getattr(cls, "reruns_keep_the_leaves", False))
 
     def uniformity_dispersion(self) -> float:
         """``1 / (kappa + 1)`` of the Beta model of :meth:`uniformity_variance_many`, estimated
