@@ -1,6 +1,6 @@
-"""The clustered bootstrap world and the kd-tree's bound discount the leaves' noise (issue #13
-part 3, docs/experiments/coverage.md "Empty rectangles"): a released count in empty space is
-noise, not points, and spreading it as points makes the world rougher than the truth."""
+"""The kd-tree's bound (and, switched on, the clustered bootstrap world) discount the leaves'
+noise (issue #13 part 3, docs/experiments/coverage.md "Empty rectangles"): a released count in
+empty space is noise, not points; counted as points it widens the intervals there."""
 
 from __future__ import annotations
 
@@ -93,8 +93,11 @@ def test_the_clustered_world_holds_little_mass_where_the_release_is_noise(
         truth = release.bootstrap_world().truth.counts  # type: ignore[attr-defined]
         return int(truth[mask].sum())
 
+    monkeypatch.setattr(leaf_release, "DENOISE_CLUSTERED_WORLD", True)
+    assert release.bootstrap_world_version == "clustered-denoised-2"
     denoised = world_mass_in_empty_space()
     monkeypatch.setattr(leaf_release, "DENOISE_CLUSTERED_WORLD", False)
+    assert release.bootstrap_world_version == "clustered-cascade-1"
     raw = world_mass_in_empty_space()
     # Raw: the positive parts of 192 noises, 192 E[max(e, 0)] = 192 b / 2 = 679 expected (b =
     # 7.07; sd of the sum 85). De-noised: only noises above one sd survive (exp(-sqrt 2) / 2 =

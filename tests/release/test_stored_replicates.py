@@ -166,7 +166,7 @@ def test_replicates_of_an_older_bootstrap_world_are_recomputed_not_mixed(tmp_pat
     release.save(tmp_path / "rel")
     path = tmp_path / "rel" / "manifest.json"
     manifest = json.loads(path.read_text())
-    assert manifest["bootstrap"]["world"] == "clustered-denoised-2"
+    assert manifest["bootstrap"]["world"] == "clustered-cascade-1"
     assert dpcube.load_release(tmp_path / "rel").stored_replicates is not None
     # A release saved before the world was versioned (its replicates were drawn in the even
     # world): they must not be scored against today's clustered truth.

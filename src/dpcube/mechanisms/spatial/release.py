@@ -203,8 +203,12 @@ def negative_count_variance(counts: NDArray[Any]) -> float | None:
 #: Seed of the cascade that scatters leaf counts in the bootstrap world (:func:`cascade_spread`).
 CASCADE_SEED = 0
 #: Whether the clustered bootstrap world spreads noise-discounted leaf counts
-#: (:func:`noise_discounted_counts`) rather than the released ones.
-DENOISE_CLUSTERED_WORLD = True
+#: (:func:`noise_discounted_counts`) rather than the released ones. Off: tried on HTF, the
+#: kd-tree and PrivTree (docs/experiments/coverage.md, "Empty rectangles"), it brought the
+#: stated sd of GeoLife's empty rectangles close to their exact noise sd but not HTF's
+#: bounding-box row at epsilon 1 into 90-99 % (99.5 -> 99.6 %), and moved the one at epsilon
+#: 0.1 out (99.0 -> 99.2 %). :mod:`dpcube.experiments.coverage_empty` measures it.
+DENOISE_CLUSTERED_WORLD = False
 
 
 def cascade_spread(
@@ -326,7 +330,9 @@ class LeafRelease(Release):
         counts scattered by the cascade; ``"clustered-cascade-1"`` spread the released counts),
         or for a partition that does not depend on the data ``"even-world-modelled-1"`` (see
         :meth:`bootstrap_world`)."""
-        return "even-world-modelled-1" if self.reruns_keep_the_leaves else "clustered-denoised-2"
+        if self.reruns_keep_the_leaves:
+            return "even-world-modelled-1"
+        return "clustered-denoised-2" if DENOISE_CLUSTERED_WORLD else "clustered-cascade-1"
 
     #: Why answers need a bootstrap (:mod:`dpcube.release.uncertainty`).
     bootstrap_reason = "leaf counts spread under the uniformity assumption (biased)"
@@ -370,12 +376,12 @@ class LeafRelease(Release):
         of its layout into every replicate alike; the world is then spread as evenly as whole
         counts allow (dispersion 0: binomial draws) and the uniformity error is added from the
         model's variance by :func:`~dpcube.release.uncertainty.answer_uncertainty` instead.
-        In the clustered world each leaf's count is first discounted by its noise
-        (:func:`noise_discounted_counts`: ``sqrt(max(c^2 - v, 0))``, ``v`` from
-        :meth:`leaf_noise_variances`): spreading a noise leaf's positive count as points, which
-        the cascade piles into a few cells, made the world rougher than the truth in empty space
-        (GeoLife over its bounding box, HTF at epsilon 1: a stated sd 1.25-3 times the exact
-        noise sd of empty rectangles, 0.76-0.95 after; docs/experiments/coverage.md).
+        With :data:`DENOISE_CLUSTERED_WORLD` (off by default) each leaf's count is first
+        discounted by its noise (:func:`noise_discounted_counts`: ``sqrt(max(c^2 - v, 0))``,
+        ``v`` from :meth:`leaf_noise_variances`): spreading a noise leaf's positive count as
+        points, which the cascade piles into a few cells, makes the world rougher than the truth
+        in empty space; the de-noised world narrows those intervals but did not bring the rows it
+        was meant for into the target (docs/experiments/coverage.md, "Empty rectangles").
         ``dispersion`` overrides the world's dispersion (diagnostics only:
         :mod:`dpcube.experiments.coverage_shift`)."""
         from dpcube.histogram import Histogram
