@@ -4,6 +4,8 @@ empty space is noise, not points; counted as points it widens the intervals ther
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -132,3 +134,17 @@ def test_the_kd_tree_bound_discounts_noise_only_where_the_release_shows_it() -> 
     d0 = kd.uniformity_variance_many(dense, 0.0)
     d1 = kd.uniformity_variance_many(dense, 0.0, discount_noise=True)
     assert d0.sum() > 0 and d1.sum() > 0.95 * d0.sum()
+
+
+def test_the_coverage_experiment_switches_the_denoised_world_on_only_when_asked(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from dpcube.experiments import coverage
+
+    monkeypatch.setattr(leaf_release, "DENOISE_CLUSTERED_WORLD", False)
+    small = ["--quick", "--releases", "1", "--runs", "20", "--queries", "10"]
+    assert coverage.main([*small, "--out", str(tmp_path / "a")]) == 0
+    assert leaf_release.DENOISE_CLUSTERED_WORLD is False
+    assert coverage.main([*small, "--denoised-world", "--out", str(tmp_path / "b")]) == 0
+    assert leaf_release.DENOISE_CLUSTERED_WORLD is True
+    assert (tmp_path / "b" / "coverage_runs.csv").exists()
