@@ -8,7 +8,8 @@ point), over the empty rectangles whose answer is positive (only those can miss 
   noises spread under the uniformity assumption) over the stated error sd: how much the
   bootstrap adds to the noise where the truth is empty (1 = nothing);
 - ``answer_over_noise_sd_p95``: the 95th percentile of the answer over its noise sd: what the
-  release's own noise draws reach (a normal noise would put it near 1.64, a Laplace one 1.63);
+  release's own noise draws reach (positive draws of independent noise: 1.96 for a normal,
+  ``ln(20) / sqrt(2) = 2.12`` for a Laplace);
 - ``answer_over_stated_sd_p95``: the same over the stated sd;
 - ``dominant_leaves``: how many leaves carry the largest share of the noise variance of the
   empty rectangles (``sum_L v_L f_L^2``), and ``dominant_share`` the median of that share: the
