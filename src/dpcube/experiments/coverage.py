@@ -294,7 +294,17 @@ def main(argv: list[str]) -> int:
         "--datasets", default="geolife,gowalla,cps", help="with --data-dir: which real data sets"
     )
     p.add_argument("--side", type=int, default=256, help="GeoLife grid side (default 256)")
+    p.add_argument(
+        "--denoised-world",
+        action="store_true",
+        help="experiment: spread noise-discounted leaf counts in the clustered bootstrap world "
+        "(off by default; docs/experiments/coverage.md, 'Empty rectangles')",
+    )
     args = p.parse_args(argv)
+    if args.denoised_world:
+        from dpcube.mechanisms.spatial import release as leaf_release
+
+        leaf_release.DENOISE_CLUSTERED_WORLD = True
     releases = args.releases or (2 if args.quick else 3)
     runs = args.runs or (40 if args.quick else 200)
     queries = args.queries or (50 if args.quick else 300)

@@ -38,7 +38,8 @@ leaf release's world scatters each leaf's count by a multiplicative cascade as c
 release's own neighbouring leaves are
 (:meth:`~dpcube.mechanisms.spatial.release.LeafRelease.bootstrap_world`). Where the leaf pairs
 cannot tell (the kd-tree's median splits equalise sibling counts) the interval is widened by
-the Bhatia-Davis bound of the uniformity error instead (:func:`answer_uncertainty`; measured
+the Bhatia-Davis bound of the uniformity error instead, each cut leaf's noise variance
+discounted from its squared count (:func:`answer_uncertainty`; measured
 coverage in ``docs/experiments/coverage.md``). Where every re-run cuts the same leaves (UG, the
 quadtree, AG: ``LeafRelease.reruns_keep_the_leaves``) a clustered world would give one draw of its
 layout, the same in every replicate: there the world is even and the interval is widened by the
@@ -75,6 +76,9 @@ KEEP_REPLICATE_PREFIX_BYTES = 256 << 20
 #: otherwise: half the query default, so that a release of a tree costs a modest multiple of the
 #: mechanism (the 2.5 % and 97.5 % quantiles of 100 errors rest on 2.5 errors each side).
 RELEASE_RUNS = 100
+#: Whether the kd-tree's Bhatia-Davis widening discounts each cut leaf's noise variance
+#: (``LeafRelease.uniformity_variance_many(..., discount_noise=True)``).
+DENOISE_BOUND = True
 #: Fewest replicates accepted: below this the tail quantiles of a 95 % interval are the extremes.
 MIN_RUNS = 20
 
@@ -242,7 +246,9 @@ def answer_uncertainty(
     (``LeafRelease.splits_equalise_counts``: the kd-tree), the Beta concentration of the model of
     the fraction of a cut leaf's points inside the query by which the interval is widened
     (:meth:`~dpcube.mechanisms.spatial.release.LeafRelease.uniformity_variance_many`; 0: the
-    bound). Leaf releases whose re-runs cut the same leaves (``LeafRelease.reruns_keep_the_leaves``:
+    bound, with ``n_L^2`` estimated by ``max(c_L, 0)^2 - v_L`` clipped at 0: the leaf's noise is
+    not points; ``v_L`` estimated from the release's negative counts,
+    ``LeafRelease.leaf_noise_variances``). Leaf releases whose re-runs cut the same leaves (``LeafRelease.reruns_keep_the_leaves``:
     UG, the quadtree, AG) are widened in quadrature by
     the modelled variance ``r V_u`` (``r``: ``LeafRelease.uniformity_dispersion``), since their
     re-runs all cut the same leaves and the bootstrap sees one draw of the layout inside them.
@@ -296,6 +302,9 @@ def answer_uncertainty(
         # The uniformity error the bootstrap world's clustering models (release.uniformity_dispersion)
         modelled = bound * float(release.uniformity_dispersion())  # type: ignore[attr-defined]
         if bool(getattr(release, "splits_equalise_counts", True)):
+            # The bound counts a leaf's noise as points unless it is discounted (empty space)
+            if DENOISE_BOUND:
+                bound = np.asarray(uniformity_many(queries, 0.0, True), dtype=np.float64)
             extra = bound / (uniformity_kappa + 1.0)
             modelled = extra
             reason += (
