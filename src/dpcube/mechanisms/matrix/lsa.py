@@ -44,6 +44,7 @@ import scipy.linalg.lapack as lapack
 from numpy.typing import ArrayLike, NDArray
 
 from dpcube.errors import QueryError
+from dpcube.linalg.threads import single_blas_thread
 from dpcube.mechanisms.matrix.strategies import Strategy
 from dpcube.mechanisms.matrix.strategies import boxes as boxes_strategy
 
@@ -362,6 +363,7 @@ class LSAResult:
         }
 
 
+@single_blas_thread
 def lsa(
     gram: ArrayLike,
     dims: Sequence[int],

@@ -58,6 +58,7 @@ from dpcube.linalg.boxes import BoxGram, IntervalGram, interval_quadratic
 from dpcube.linalg.marginal import classify_factor, marginal_tables
 from dpcube.linalg.operators import Explicit, Kronecker, LinearOperator, Sum
 from dpcube.linalg.solve import GramSolver
+from dpcube.linalg.threads import single_blas_thread
 
 FloatArray = NDArray[np.float64]
 
@@ -830,6 +831,7 @@ def interval_form(workload: Any) -> IntervalGram | None:
     return IntervalGram(intervals, n)
 
 
+@single_blas_thread
 def optimized_strategy(workload: Any, *, seed: int = 0, refine_grid: bool = False) -> Any:
     """The ``opt`` strategy: OPT_0 / OPT_⊗ under L1, or a fixed strategy when one is better.
 
