@@ -120,6 +120,31 @@ def _grid_truth(F: NDArray[np.int64], boxes: NDArray[np.int64]) -> NDArray[np.fl
     return box_sums(prefix_sums(F), boxes).astype(np.float64)
 
 
+def geolife_rectangles(
+    data_dir: Path, window: str
+) -> tuple[Histogram, NDArray[np.int64], list[dict[str, Any]], NDArray[np.float64]] | None:
+    """GeoLife binned 256 x 256 (``window`` "bbox" or "core", as in
+    :func:`~dpcube.experiments.spatial.geolife_dataset`) with the 300 random rectangles of
+    ``dpcube bench coverage`` (seed 7): the histogram, the boxes, the boxes as queries and their
+    true answers; None where the data is absent. For the coverage diagnostics
+    (:mod:`dpcube.experiments.coverage_shift`, :mod:`dpcube.experiments.coverage_empty`)."""
+    from dpcube.experiments.spatial import geolife_dataset, query_boxes
+    from dpcube.mechanisms.spatial._common import spatial_case_schema
+
+    loaded = geolife_dataset(data_dir, 256, window)
+    if loaded is None:
+        return None
+    grid = np.asarray(loaded[0].counts).reshape(256, 256)
+    boxes = query_boxes(grid.shape, "random", 300, seed=7)
+    queries: list[dict[str, Any]] = [{"p": {"bins": b.tolist()}} for b in boxes]
+    return (
+        Histogram(spatial_case_schema(*grid.shape), grid),
+        boxes,
+        queries,
+        _grid_truth(grid, boxes),
+    )
+
+
 def true_dispersion(
     release: Any, F: NDArray[np.int64], qs: list[dict[str, Any]], truth: NDArray[np.float64]
 ) -> float:

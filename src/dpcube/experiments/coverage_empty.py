@@ -58,12 +58,9 @@ def dominant_leaves(release: Any, boxes: NDArray[np.int64]) -> tuple[int, float]
 
 def main(argv: list[str] | None = None) -> int:
     from dpcube import registry
-    from dpcube.experiments.coverage import _grid_truth
-    from dpcube.experiments.spatial import geolife_dataset, query_boxes
-    from dpcube.histogram import Histogram
+    from dpcube.experiments.coverage import geolife_rectangles
     from dpcube.mechanisms.spatial import release as leaf_release
-    from dpcube.mechanisms.spatial._common import spatial_case_schema
-    from dpcube.release.uncertainty import answer_uncertainty
+    from dpcube.release.uncertainty import MIN_RUNS, answer_uncertainty
 
     p = argparse.ArgumentParser(prog="python -m dpcube.experiments.coverage_empty")
     p.add_argument("--data-dir", type=Path, required=True, help="../shared/data")
@@ -73,14 +70,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=40)
     p.add_argument("--raw-world", action="store_true", help="spread the released counts")
     args = p.parse_args(argv)
-    loaded = geolife_dataset(args.data_dir, 256)
-    if loaded is None:
+    if args.runs < MIN_RUNS:
+        p.error(f"--runs {args.runs}: a bootstrap needs at least {MIN_RUNS} runs")
+    if args.releases < 1:
+        p.error(f"--releases {args.releases}: give at least 1")
+    case = geolife_rectangles(args.data_dir, "bbox")
+    if case is None:
         p.error(f"--data-dir {str(args.data_dir)!r} holds no geolife/geolife_sample.txt.gz")
-    F = np.asarray(loaded[0].counts).reshape(256, 256)
-    hist = Histogram(spatial_case_schema(*F.shape), F)
-    boxes = query_boxes(F.shape, "random", 300, seed=7)  # those of dpcube bench coverage
-    queries: list[dict[str, Any]] = [{"p": {"bins": b.tolist()}} for b in boxes]
-    truth = _grid_truth(F, boxes)
+    hist, boxes, queries, truth = case
     cls = registry.resolve(registry.MECHANISMS, args.mechanism, "mechanism")
     leaf_release.DENOISE_CLUSTERED_WORLD = not args.raw_world
     for seed in range(args.releases):

@@ -69,10 +69,8 @@ def shift_stats(
 
 def main(argv: list[str] | None = None) -> int:
     from dpcube import registry
-    from dpcube.experiments.coverage import _grid_truth
-    from dpcube.experiments.spatial import geolife_dataset, query_boxes
-    from dpcube.histogram import Histogram
-    from dpcube.mechanisms.spatial._common import spatial_case_schema
+    from dpcube.experiments.coverage import geolife_rectangles
+    from dpcube.release.uncertainty import MIN_RUNS
 
     p = argparse.ArgumentParser(prog="python -m dpcube.experiments.coverage_shift")
     p.add_argument("--data-dir", type=Path, required=True, help="../shared/data")
@@ -81,14 +79,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--releases", type=int, default=2)
     p.add_argument("--runs", type=int, default=40)
     args = p.parse_args(argv)
-    loaded = geolife_dataset(args.data_dir, 256, "core")
-    if loaded is None:
+    if args.runs < MIN_RUNS:
+        p.error(f"--runs {args.runs}: a bootstrap needs at least {MIN_RUNS} runs")
+    if args.releases < 1:
+        p.error(f"--releases {args.releases}: give at least 1")
+    case = geolife_rectangles(args.data_dir, "core")
+    if case is None:
         p.error(f"--data-dir {str(args.data_dir)!r} holds no geolife/geolife_sample.txt.gz")
-    F = np.asarray(loaded[0].counts).reshape(256, 256)
-    hist = Histogram(spatial_case_schema(*F.shape), F)
-    boxes = query_boxes(F.shape, "random", 300, seed=7)  # those of dpcube bench coverage
-    queries: list[dict[str, Any]] = [{"p": {"bins": b.tolist()}} for b in boxes]
-    truth = _grid_truth(F, boxes)
+    hist, _boxes, queries, truth = case
     cls = registry.resolve(registry.MECHANISMS, args.mechanism, "mechanism")
     for seed in range(args.releases):
         r = cls(args.epsilon).release(hist, random_state=1000 + seed, account=False)
