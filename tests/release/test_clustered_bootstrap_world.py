@@ -109,17 +109,11 @@ def test_cascade_keeps_every_leaf_total_and_has_the_asked_dispersion() -> None:
     assert np.all((z1[0, 0::2] == 0) | (z1[0, 1::2] == 0))
 
 
-def _clustered(side: int) -> np.ndarray:
-    rng = np.random.default_rng(1)  # synthetic, tightly clustered points
-    pts = np.clip(rng.normal(side * 0.3, side * 0.03, size=(5000, 2)), 0, side - 1)
-    F = np.zeros((side, side), dtype=np.int64)
-    np.add.at(F, (pts[:, 0].astype(int), pts[:, 1].astype(int)), 1)
-    return F
-
-
-def test_bootstrap_world_is_clustered_deterministic_and_keeps_leaf_totals() -> None:
+def test_bootstrap_world_is_clustered_deterministic_and_keeps_leaf_totals(
+    clustered_grid: np.ndarray,
+) -> None:
     side = 32
-    F = _clustered(side)
+    F = clustered_grid
     release = UniformGrid(1.0).release(
         Histogram(spatial_case_schema(side, side), F), random_state=4, account=False
     )
@@ -138,9 +132,11 @@ def test_bootstrap_world_is_clustered_deterministic_and_keeps_leaf_totals() -> N
     assert cells.max() - cells.min() > 10
 
 
-def test_each_leaf_release_gets_the_uniformity_error_its_partition_calls_for() -> None:
+def test_each_leaf_release_gets_the_uniformity_error_its_partition_calls_for(
+    clustered_grid: np.ndarray,
+) -> None:
     side = 32
-    F = _clustered(side)
+    F = clustered_grid
     hist = Histogram(spatial_case_schema(side, side), F)
     queries = [
         {"p": {"bins": [[0, r], [0, c]]}} for r in range(4, side, 5) for c in range(3, side, 7)

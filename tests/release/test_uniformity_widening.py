@@ -40,17 +40,11 @@ def test_uniformity_variance_is_the_bhatia_davis_bound() -> None:
     assert np.var(np.array([0.0, 8.0])) == 8.0**2 * 0.25
 
 
-def _clustered(side: int) -> np.ndarray:
-    rng = np.random.default_rng(1)  # synthetic, tightly clustered points
-    pts = np.clip(rng.normal(side * 0.3, side * 0.03, size=(5000, 2)), 0, side - 1)
-    F = np.zeros((side, side), dtype=np.int64)
-    np.add.at(F, (pts[:, 0].astype(int), pts[:, 1].astype(int)), 1)
-    return F
-
-
-def test_widened_intervals_contain_the_bootstrap_ones_and_flag_the_bound() -> None:
+def test_widened_intervals_contain_the_bootstrap_ones_and_flag_the_bound(
+    clustered_grid: np.ndarray,
+) -> None:
     side = 32
-    F = _clustered(side)
+    F = clustered_grid
     # 5,000 tightly clustered points: the kd-tree's leaves (median splits, so the bound widens
     # its intervals) are cut by the rectangles where the cluster lies.
     release = KDTree(1.0).release(

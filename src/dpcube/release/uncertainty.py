@@ -76,9 +76,6 @@ KEEP_REPLICATE_PREFIX_BYTES = 256 << 20
 #: otherwise: half the query default, so that a release of a tree costs a modest multiple of the
 #: mechanism (the 2.5 % and 97.5 % quantiles of 100 errors rest on 2.5 errors each side).
 RELEASE_RUNS = 100
-#: Whether the kd-tree's Bhatia-Davis widening discounts each cut leaf's noise variance
-#: (``LeafRelease.uniformity_variance_many(..., discount_noise=True)``).
-DENOISE_BOUND = True
 #: Fewest replicates accepted: below this the tail quantiles of a 95 % interval are the extremes.
 MIN_RUNS = 20
 
@@ -298,24 +295,24 @@ def answer_uncertainty(
     uniformity_many = getattr(release, "uniformity_variance_many", None)
     extra = modelled = None
     if uniformity_many is not None and uniformity_kappa is not None:
-        bound = np.asarray(uniformity_many(queries, 0.0), dtype=np.float64)
-        # The uniformity error the bootstrap world's clustering models (release.uniformity_dispersion)
-        modelled = bound * float(release.uniformity_dispersion())  # type: ignore[attr-defined]
         if bool(getattr(release, "splits_equalise_counts", True)):
-            # The bound counts a leaf's noise as points unless it is discounted (empty space)
-            if DENOISE_BOUND:
-                bound = np.asarray(uniformity_many(queries, 0.0, True), dtype=np.float64)
-            extra = bound / (uniformity_kappa + 1.0)
-            modelled = extra
+            # The Bhatia-Davis bound, each cut leaf's noise variance discounted from its squared
+            # count (a leaf's noise is not points: it matters in empty space)
+            bound = np.asarray(uniformity_many(queries, 0.0, True), dtype=np.float64)
+            extra = modelled = bound / (uniformity_kappa + 1.0)
             reason += (
                 f"; widened by the uniformity error of the leaves each query cuts ({KAPPA_NOTE})"
             )
-        elif bool(getattr(release, "reruns_keep_the_leaves", False)):
-            # Every re-run cuts the same leaves: the world is spread evenly (a clustered one would
-            # put one draw of its layout, a shift, into every replicate) and the model's
-            # variance r V_u of the layout inside the cut leaves is added in quadrature.
-            extra = modelled
-            reason += f"; widened by the modelled uniformity error of the leaves each query cuts ({DISPERSION_NOTE})"
+        else:
+            # The uniformity error the bootstrap world's clustering models (r V_u)
+            bound = np.asarray(uniformity_many(queries, 0.0), dtype=np.float64)
+            modelled = bound * float(release.uniformity_dispersion())  # type: ignore[attr-defined]
+            if bool(getattr(release, "reruns_keep_the_leaves", False)):
+                # Every re-run cuts the same leaves: the world is spread evenly (a clustered one
+                # would put one draw of its layout, a shift, into every replicate) and the
+                # model's variance r V_u of the layout inside the cut leaves is added in quadrature.
+                extra = modelled
+                reason += f"; widened by the modelled uniformity error of the leaves each query cuts ({DISPERSION_NOTE})"
     lower, upper, rms = bootstrap_interval(answers, errors, level, extra)
     assumed_many = getattr(release, "assumed_many", None)
     assumed = np.asarray(assumed_many(queries), dtype=np.float64) if assumed_many else None

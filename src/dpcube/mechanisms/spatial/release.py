@@ -435,13 +435,19 @@ class LeafRelease(Release):
         medians): then its leaf pairs hold equal counts by construction, and
         :meth:`uniformity_dispersion` cannot see how clustered the points are; the intervals are
         widened by the bound instead (:func:`dpcube.release.uncertainty.answer_uncertainty`)."""
+        # an unknown mechanism: assume the worst, keep the bound
+        return self._mechanism_flag("splits_equalise_counts", unknown=True)
+
+    def _mechanism_flag(self, name: str, *, unknown: bool) -> bool:
+        """The boolean class attribute ``name`` of the mechanism that made this release (False
+        where it has none), or ``unknown`` where the mechanism is not registered."""
         from dpcube import registry
 
         try:
             cls = registry.resolve(registry.MECHANISMS, self.metadata.mechanism, "mechanism")
         except KeyError:
-            return True  # an unknown mechanism: assume the worst, keep the bound
-        return bool(getattr(cls, "splits_equalise_counts", False))
+            return unknown
+        return bool(getattr(cls, name, False))
 
     @property
     def reruns_keep_the_leaves(self) -> bool:
@@ -459,13 +465,8 @@ class LeafRelease(Release):
         (:func:`dpcube.release.uncertainty.answer_uncertainty`). Trees that re-choose their
         leaves from the data (HTF, PrivTree, the kd-tree) cut the clustered world differently in
         each re-run and keep it."""
-        from dpcube import registry
-
-        try:
-            cls = registry.resolve(registry.MECHANISMS, self.metadata.mechanism, "mechanism")
-        except KeyError:
-            return False  # unknown: splits_equalise_counts already keeps the bound
-        return bool(getattr(cls, "reruns_keep_the_leaves", False))
+        # unknown: splits_equalise_counts already keeps the bound
+        return self._mechanism_flag("reruns_keep_the_leaves", unknown=False)
 
     def uniformity_dispersion(self) -> float:
         """``1 / (kappa + 1)`` of the Beta model of :meth:`uniformity_variance_many`, estimated
