@@ -83,6 +83,13 @@ def test_kronecker_products_and_solves(dims: list[int], seed: int) -> None:
     _check(op, dense)
     x = rng.normal(size=dense.shape[1])
     np.testing.assert_allclose(kron_matvec(factors, x), dense @ x, atol=1e-9)
+    # several columns, the transpose, and sparse factors (the path without the batched products)
+    xs = rng.normal(size=(dense.shape[1], 3))
+    np.testing.assert_allclose(kron_matvec(factors, xs), dense @ xs, atol=1e-9)
+    ys = rng.normal(size=(dense.shape[0], 2))
+    np.testing.assert_allclose(kron_matvec(factors, ys, transpose=True), dense.T @ ys, atol=1e-9)
+    sparse_factors = [sp.csr_matrix(f) for f in factors]
+    np.testing.assert_allclose(kron_matvec(sparse_factors, xs), dense @ xs, atol=1e-9)
     solver = GramSolver.for_strategy(op)
     gram = dense.T @ dense
     b = rng.normal(size=dense.shape[1])

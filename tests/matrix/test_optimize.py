@@ -9,7 +9,15 @@ import pytest
 import scipy.optimize
 
 from dpcube.linalg.marginal import marginal_tables
-from dpcube.linalg.operators import Explicit, Identity, Kronecker, LinearOperator, Sum, VStack
+from dpcube.linalg.operators import (
+    Explicit,
+    Identity,
+    Kronecker,
+    LinearOperator,
+    Sum,
+    VStack,
+    kron_matvec,
+)
 from dpcube.linalg.solve import GramSolver
 from dpcube.mechanisms.matrix.mechanism import MatrixMechanism, make_strategy
 from dpcube.mechanisms.matrix.optimize import (
@@ -426,7 +434,6 @@ def test_sparse_pidentity_objective_matches_the_kronecker_one_and_its_gradient()
     support and whole; on a non-square 6 x 5 grid so the axes cannot be swapped unnoticed."""
     from dpcube.mechanisms.matrix.optimize import (
         SparseSupport,
-        grid_apply_columns,
         kron_pidentity_objective,
         sparse_pidentity_objective,
     )
@@ -445,7 +452,7 @@ def test_sparse_pidentity_objective_matches_the_kronecker_one_and_its_gradient()
     assert np.allclose(grad_full, grad_ref.reshape(p, n), rtol=1e-10, atol=1e-12)
     assert np.allclose(grad, grad_ref.reshape(p, n)[support.rows, support.cols], atol=1e-12)
     x = rng.normal(size=(n, 3))
-    assert np.allclose(grid_apply_columns(x, [g1, g2]), np.kron(g1, g2) @ x)
+    assert np.allclose(kron_matvec([g1, g2], x), np.kron(g1, g2) @ x)
 
 
 def test_release_with_the_refined_grid_strategy_saves_its_sparse_theta_and_reloads(
