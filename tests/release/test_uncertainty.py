@@ -232,3 +232,27 @@ def test_data_cubes_exact_without_clamping_and_bootstrap_with_it() -> None:
     clamped = DataCube(1.0, nonnegative=True).release(hist, random_state=1, account=False)
     b = answer_uncertainty(clamped, qs, runs=20, seed=1)  # non-linear: a bootstrap (issue #13)
     assert b.kind == "bootstrap" and "bootstrap interval" in format_answer(b.answers[0], b, 0)
+
+
+@pytest.mark.parametrize(
+    ("module", "extra", "says"),
+    [
+        ("coverage_empty", ["--runs", "5"], "--runs 5: a bootstrap needs at least 20 runs"),
+        ("coverage_shift", ["--releases", "0"], "--releases 0: give at least 1"),
+        ("coverage_shift", ["--mechanism", "htff"], "--mechanism htff:"),
+        ("coverage_empty", [], "holds no geolife/geolife_sample.txt.gz"),
+    ],
+)
+def test_coverage_diagnostics_refuse_bad_arguments_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], module: str, extra: list[str], says: str
+) -> None:
+    """Both diagnostics share one command line (``coverage.diagnostic_case``): a bad value is one
+    line on stderr and exit 2, before any data is read or release made."""
+    import importlib
+
+    main = importlib.import_module(f"dpcube.experiments.{module}").main
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--data-dir", str(tmp_path), *extra])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert says in err[-1] and "Traceback" not in "\n".join(err)

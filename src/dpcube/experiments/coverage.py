@@ -145,6 +145,55 @@ def geolife_rectangles(
     )
 
 
+def diagnostic_case(
+    prog: str,
+    window: str,
+    argv: list[str] | None,
+    *,
+    mechanism: str,
+    epsilon: float,
+    releases: int,
+    flags: Callable[[argparse.ArgumentParser], None] = lambda p: None,
+) -> tuple[
+    argparse.Namespace,
+    Any,
+    tuple[Histogram, NDArray[np.int64], list[dict[str, Any]], NDArray[np.float64]],
+]:
+    """The command line of a coverage diagnostic (:mod:`~dpcube.experiments.coverage_shift`,
+    :mod:`~dpcube.experiments.coverage_empty`): ``--data-dir``, ``--mechanism``, ``--epsilon``,
+    ``--releases``, ``--runs`` (defaults given here) and the diagnostic's own ``flags``, each bad
+    value refused in one line; returns the arguments, the mechanism's class and
+    :func:`geolife_rectangles` of ``window``.
+
+    >>> diagnostic_case("x", "bbox", ["--data-dir", ".", "--runs", "5"], mechanism="htf",
+    ...     epsilon=1.0, releases=1)
+    Traceback (most recent call last):
+    SystemExit: 2
+    """
+    from dpcube.release.uncertainty import MIN_RUNS
+
+    p = argparse.ArgumentParser(prog=prog)
+    p.add_argument("--data-dir", type=Path, required=True, help="../shared/data")
+    p.add_argument("--mechanism", default=mechanism)
+    p.add_argument("--epsilon", type=float, default=epsilon)
+    p.add_argument("--releases", type=int, default=releases)
+    p.add_argument("--runs", type=int, default=40)
+    flags(p)
+    args = p.parse_args(argv)
+    if args.runs < MIN_RUNS:
+        p.error(f"--runs {args.runs}: a bootstrap needs at least {MIN_RUNS} runs")
+    if args.releases < 1:
+        p.error(f"--releases {args.releases}: give at least 1")
+    try:
+        cls = registry.resolve(registry.MECHANISMS, args.mechanism, "mechanism")
+    except KeyError as exc:
+        p.error(f"--mechanism {args.mechanism}: {exc.args[0]}")
+    case = geolife_rectangles(args.data_dir, window)
+    if case is None:
+        p.error(f"--data-dir {str(args.data_dir)!r} holds no geolife/geolife_sample.txt.gz")
+    return args, cls, case
+
+
 def true_dispersion(
     release: Any, F: NDArray[np.int64], qs: list[dict[str, Any]], truth: NDArray[np.float64]
 ) -> float:

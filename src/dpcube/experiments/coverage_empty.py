@@ -27,7 +27,7 @@ Command (the figures of the docs page)::
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+import sys
 from typing import Any
 
 import numpy as np
@@ -57,33 +57,27 @@ def dominant_leaves(release: Any, boxes: NDArray[np.int64]) -> tuple[int, float]
 
 
 def main(argv: list[str] | None = None) -> int:
-    from dpcube import registry
-    from dpcube.experiments.coverage import geolife_rectangles
+    from dpcube.experiments.coverage import diagnostic_case
     from dpcube.mechanisms.spatial import release as leaf_release
-    from dpcube.release.uncertainty import MIN_RUNS, answer_uncertainty
+    from dpcube.release.uncertainty import answer_uncertainty
 
-    p = argparse.ArgumentParser(prog="python -m dpcube.experiments.coverage_empty")
-    p.add_argument("--data-dir", type=Path, required=True, help="../shared/data")
-    p.add_argument("--mechanism", default="htf", help="a leaf release with known noise (htf)")
-    p.add_argument("--epsilon", type=float, default=1.0)
-    p.add_argument("--releases", type=int, default=4)
-    p.add_argument("--runs", type=int, default=40)
-    p.add_argument("--raw-world", action="store_true", help="spread the released counts")
-    args = p.parse_args(argv)
-    if args.runs < MIN_RUNS:
-        p.error(f"--runs {args.runs}: a bootstrap needs at least {MIN_RUNS} runs")
-    if args.releases < 1:
-        p.error(f"--releases {args.releases}: give at least 1")
-    case = geolife_rectangles(args.data_dir, "bbox")
-    if case is None:
-        p.error(f"--data-dir {str(args.data_dir)!r} holds no geolife/geolife_sample.txt.gz")
-    hist, boxes, queries, truth = case
-    cls = registry.resolve(registry.MECHANISMS, args.mechanism, "mechanism")
+    def flags(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--raw-world", action="store_true", help="spread the released counts")
+
+    args, cls, (hist, boxes, queries, truth) = diagnostic_case(
+        "python -m dpcube.experiments.coverage_empty", "bbox", argv,
+        mechanism="htf", epsilon=1.0, releases=4, flags=flags,
+    )  # fmt: skip
     leaf_release.DENOISE_CLUSTERED_WORLD = not args.raw_world
     for seed in range(args.releases):
         r = cls(args.epsilon).release(hist, random_state=1000 + seed, account=False)
         if getattr(r, "variances", None) is None:
-            p.error(f"--mechanism {args.mechanism}: its release states no leaf noise variance")
+            print(
+                f"coverage_empty: error: --mechanism {args.mechanism}: its release states no leaf "
+                "noise variance (use htf or privtree)",
+                file=sys.stderr,
+            )
+            return 2
         u = answer_uncertainty(r, queries, level=0.95, runs=args.runs, seed=seed)
         pos = (truth == 0) & (u.answers > 0)
         n_dom, dom_share = dominant_leaves(r, boxes[truth == 0])

@@ -20,8 +20,6 @@ Command (the figures of the docs page)::
 
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -68,26 +66,12 @@ def shift_stats(
 
 
 def main(argv: list[str] | None = None) -> int:
-    from dpcube import registry
-    from dpcube.experiments.coverage import geolife_rectangles
-    from dpcube.release.uncertainty import MIN_RUNS
+    from dpcube.experiments.coverage import diagnostic_case
 
-    p = argparse.ArgumentParser(prog="python -m dpcube.experiments.coverage_shift")
-    p.add_argument("--data-dir", type=Path, required=True, help="../shared/data")
-    p.add_argument("--mechanism", default="ug")
-    p.add_argument("--epsilon", type=float, default=0.1)
-    p.add_argument("--releases", type=int, default=2)
-    p.add_argument("--runs", type=int, default=40)
-    args = p.parse_args(argv)
-    if args.runs < MIN_RUNS:
-        p.error(f"--runs {args.runs}: a bootstrap needs at least {MIN_RUNS} runs")
-    if args.releases < 1:
-        p.error(f"--releases {args.releases}: give at least 1")
-    case = geolife_rectangles(args.data_dir, "core")
-    if case is None:
-        p.error(f"--data-dir {str(args.data_dir)!r} holds no geolife/geolife_sample.txt.gz")
-    hist, _boxes, queries, truth = case
-    cls = registry.resolve(registry.MECHANISMS, args.mechanism, "mechanism")
+    args, cls, (hist, _boxes, queries, truth) = diagnostic_case(
+        "python -m dpcube.experiments.coverage_shift", "core", argv,
+        mechanism="ug", epsilon=0.1, releases=2,
+    )  # fmt: skip
     for seed in range(args.releases):
         r = cls(args.epsilon).release(hist, random_state=1000 + seed, account=False)
         errors = clustered_world_errors(r, queries, args.runs, seed)
