@@ -83,15 +83,10 @@ Kind = Literal["exact", "bootstrap", "none"]
 
 #: Beta concentration of the uniformity-error widening of spatial leaf releases whose splits
 #: equalise sibling counts (the kd-tree). 0 is the Bhatia-Davis bound (no assumption on how the
-#: points lie inside a leaf); larger values assume more even leaves. Other leaf releases are not
-#: widened: their bootstrap world is clustered as their leaf pairs say (no tuning on the
-#: evaluation data; docs/experiments/coverage.md).
+#: points lie inside a leaf); larger values assume more even leaves. How each leaf release is
+#: widened is its own ``uniformity_widening`` (no tuning on the evaluation data;
+#: docs/experiments/coverage.md).
 UNIFORMITY_KAPPA = 0.0
-KAPPA_NOTE = "variance bound f (1 - f) of the share f of each cut leaf inside the query"
-DISPERSION_NOTE = (
-    "variance r f (1 - f) of the share f of each cut leaf inside the query, r the dispersion of "
-    "the release's neighbouring leaves"
-)
 
 
 @dataclass(frozen=True)
@@ -239,18 +234,14 @@ def answer_uncertainty(
 ) -> Uncertainty:
     """The uncertainty of ``release``'s answers to ``queries`` (see the module docstring).
 
-    ``uniformity_kappa``: for spatial leaf releases whose splits equalise sibling counts
-    (``LeafRelease.splits_equalise_counts``: the kd-tree), the Beta concentration of the model of
-    the fraction of a cut leaf's points inside the query by which the interval is widened
-    (:meth:`~dpcube.mechanisms.spatial.release.LeafRelease.uniformity_variance_many`; 0: the
-    bound, with ``n_L^2`` estimated by ``max(c_L, 0)^2 - v_L`` clipped at 0: the leaf's noise is
-    not points; ``v_L`` estimated from the release's negative counts,
-    ``LeafRelease.leaf_noise_variances``). Leaf releases whose re-runs cut the same leaves (``LeafRelease.reruns_keep_the_leaves``:
-    UG, the quadtree, AG) are widened in quadrature by
-    the modelled variance ``r V_u`` (``r``: ``LeafRelease.uniformity_dispersion``), since their
-    re-runs all cut the same leaves and the bootstrap sees one draw of the layout inside them.
-    Other leaf releases get the uniformity error from their clustered bootstrap world and are
-    not widened. None: no widening and no ``untrusted`` flags (tests compare both).
+    ``uniformity_kappa``: the Beta concentration of the uniformity-error model of releases that
+    widen their intervals for it: a release with ``uniformity_widening(queries, kappa) ->
+    (extra, modelled, note)`` (spatial leaf releases,
+    :meth:`~dpcube.mechanisms.spatial.release.LeafRelease.uniformity_widening`: the kd-tree by the
+    noise-discounted Bhatia-Davis bound over ``kappa + 1``; UG, the quadtree and AG by the
+    modelled variance ``r V_u``; HTF and PrivTree not widened) has each interval widened in
+    quadrature by ``extra`` and its answers flagged where ``modelled`` exceeds the bootstrap's
+    mean square error. None: no widening and no ``untrusted`` flags (tests compare both).
 
     ``runs``: bootstrap replicates (default :data:`DEFAULT_RUNS`); ``seed``: seeds the replicates
     (default: OS entropy); ``method``: ``"bootstrap"`` forces the bootstrap on a release that has
@@ -292,27 +283,12 @@ def answer_uncertainty(
     if runs < MIN_RUNS:
         raise ReleaseError(f"runs must be at least {MIN_RUNS} for a bootstrap, got {runs}")
     errors = bootstrap_errors(release, queries, runs=runs, seed=seed)
-    uniformity_many = getattr(release, "uniformity_variance_many", None)
     extra = modelled = None
-    if uniformity_many is not None and uniformity_kappa is not None:
-        if bool(getattr(release, "splits_equalise_counts", True)):
-            # The Bhatia-Davis bound, each cut leaf's noise variance discounted from its squared
-            # count (a leaf's noise is not points: it matters in empty space)
-            bound = np.asarray(uniformity_many(queries, 0.0, True), dtype=np.float64)
-            extra = modelled = bound / (uniformity_kappa + 1.0)
-            reason += (
-                f"; widened by the uniformity error of the leaves each query cuts ({KAPPA_NOTE})"
-            )
-        else:
-            # The uniformity error the bootstrap world's clustering models (r V_u)
-            bound = np.asarray(uniformity_many(queries, 0.0), dtype=np.float64)
-            modelled = bound * float(release.uniformity_dispersion())  # type: ignore[attr-defined]
-            if bool(getattr(release, "reruns_keep_the_leaves", False)):
-                # Every re-run cuts the same leaves: the world is spread evenly (a clustered one
-                # would put one draw of its layout, a shift, into every replicate) and the
-                # model's variance r V_u of the layout inside the cut leaves is added in quadrature.
-                extra = modelled
-                reason += f"; widened by the modelled uniformity error of the leaves each query cuts ({DISPERSION_NOTE})"
+    widening = getattr(release, "uniformity_widening", None)
+    if widening is not None and uniformity_kappa is not None:
+        extra, modelled, note = widening(queries, uniformity_kappa)
+        if note:
+            reason += f"; {note}"
     lower, upper, rms = bootstrap_interval(answers, errors, level, extra)
     assumed_many = getattr(release, "assumed_many", None)
     assumed = np.asarray(assumed_many(queries), dtype=np.float64) if assumed_many else None

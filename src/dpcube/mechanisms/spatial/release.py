@@ -200,6 +200,15 @@ def negative_count_variance(counts: NDArray[Any]) -> float | None:
     return float(np.mean(negative**2))
 
 
+#: What the reason line says of the kd-tree's widening (:meth:`LeafRelease.uniformity_widening`).
+KAPPA_NOTE = "variance bound f (1 - f) of the share f of each cut leaf inside the query"
+#: What the reason line says of UG's, the quadtree's and AG's widening.
+DISPERSION_NOTE = (
+    "variance r f (1 - f) of the share f of each cut leaf inside the query, r the dispersion of "
+    "the release's neighbouring leaves"
+)
+
+
 #: Seed of the cascade that scatters leaf counts in the bootstrap world (:func:`cascade_spread`).
 CASCADE_SEED = 0
 #: Whether the clustered bootstrap world spreads noise-discounted leaf counts
@@ -510,6 +519,41 @@ class LeafRelease(Release):
             frac = _overlap(self.rects, a0, a1 + 1, b0, b1 + 1) / area
             out[i] = float(np.sum(weight * frac * (1.0 - frac))) / (kappa + 1.0)
         return out
+
+    def uniformity_widening(
+        self, queries: Sequence[Mapping[str, Any]], kappa: float
+    ) -> tuple[NDArray[np.float64] | None, NDArray[np.float64], str | None]:
+        """How :func:`~dpcube.release.uncertainty.answer_uncertainty` accounts for the uniformity
+        error the bootstrap cannot see: ``(extra, modelled, note)``, ``extra`` the variance added
+        to each interval in quadrature (None: not widened), ``modelled`` the modelled uniformity
+        variance an answer is flagged by (``Uncertainty.untrusted``), ``note`` what the reason line
+        says of the widening.
+
+        - Splits that equalise sibling counts (:attr:`splits_equalise_counts`: the kd-tree, or an
+          unknown mechanism): the leaf pairs cannot tell the clustering, so the interval is
+          widened by the Bhatia-Davis bound over ``kappa + 1``, each cut leaf's noise variance
+          discounted from its squared count (a leaf's noise is not points: it matters in empty
+          space).
+        - Re-runs that cut the same leaves (:attr:`reruns_keep_the_leaves`: UG, the quadtree,
+          AG): the world is even (a clustered one would put one draw of its layout, a shift, into
+          every replicate), so the model's variance ``r V_u`` of the layout inside the cut leaves
+          is added.
+        - Otherwise (HTF, PrivTree) the clustered world carries the uniformity error: not
+          widened; ``r V_u`` only flags answers.
+        """
+        if self.splits_equalise_counts:
+            bound = self.uniformity_variance_many(queries, 0.0, discount_noise=True)
+            extra = bound / (kappa + 1.0)
+            return (
+                extra,
+                extra,
+                f"widened by the uniformity error of the leaves each query cuts ({KAPPA_NOTE})",
+            )
+        modelled = self.uniformity_variance_many(queries, 0.0) * self.uniformity_dispersion()
+        if self.reruns_keep_the_leaves:
+            note = f"widened by the modelled uniformity error of the leaves each query cuts ({DISPERSION_NOTE})"
+            return modelled, modelled, note
+        return None, modelled, None
 
     def variance_many(self, queries: Sequence[Mapping[str, Any]]) -> NDArray[np.float64]:
         """The noise-only variance of each answer (independent leaf noises); NOT the answer's
