@@ -54,7 +54,7 @@ import pyarrow as pa
 from numpy.typing import NDArray
 
 from dpcube import registry
-from dpcube.errors import ReleaseError
+from dpcube.errors import DPCubeError, ReleaseError
 from dpcube.release.marks import (
     file_key,
     mark,
@@ -751,11 +751,19 @@ def load_release(directory: str | os.PathLike[str]) -> Release:
             tables[name] = read_parquet_bytes(data)
         except (pa.ArrowException, OSError) as exc:
             raise ReleaseError(f"table file {str(path)!r} is not a Parquet table: {exc}") from None
-    schema = Schema.from_dict(manifest["schema"]) if manifest.get("schema") else None
-    metadata = ReleaseMetadata.from_dict(manifest["metadata"])
     entry = manifest.get("bootstrap")
     packed = {n: tables.pop(n) for n in list(tables) if n.startswith("bootstrap.")}
-    release: Release = cls.restore(schema, metadata, tables, manifest.get("state", {}))
+    try:
+        schema = Schema.from_dict(manifest["schema"]) if manifest.get("schema") else None
+        metadata = ReleaseMetadata.from_dict(manifest["metadata"])
+        release: Release = cls.restore(schema, metadata, tables, manifest.get("state", {}))
+    except DPCubeError as exc:
+        raise ReleaseError(f"{where!r}: {exc}") from None
+    except (KeyError, IndexError, ValueError, TypeError) as exc:
+        raise ReleaseError(
+            f"{where!r}: the tables do not fit the manifest's schema and state "
+            f"({type(exc).__name__}: {exc}); do not use this release"
+        ) from None
     if entry is not None:
         from dpcube.release.replicates import StoredReplicates
 

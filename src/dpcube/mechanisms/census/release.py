@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 from numpy.typing import NDArray
 
-from dpcube.errors import QueryError
+from dpcube.errors import QueryError, ReleaseError
 from dpcube.mechanisms.census.hierarchy import RegionHierarchy
 from dpcube.release.base import Release, ReleaseMetadata, column_numpy
 
@@ -222,7 +222,18 @@ class CensusRelease(Release):
         )
         c = tables["counts"]
         values = np.zeros((h.size, int(state["max_size"])), dtype=np.int64)
-        values[column_numpy(c, "region"), column_numpy(c, "size") - 1] = column_numpy(c, "count")
+        regions, sizes = column_numpy(c, "region"), column_numpy(c, "size")
+        if len(regions) and (
+            regions.min() < 0
+            or regions.max() >= h.size
+            or sizes.min() < 1
+            or sizes.max() > values.shape[1]
+        ):
+            raise ReleaseError(
+                f"the 'counts' table names a region outside 0..{h.size - 1} or a size outside "
+                f"1..{values.shape[1]}; the state or the table was edited: do not use this release"
+            )
+        values[regions, sizes - 1] = column_numpy(c, "count")
         return cls(
             metadata,
             h,
