@@ -3,9 +3,10 @@
 A *mark* is an HMAC-SHA256 (Bellare, Canetti and Krawczyk, CRYPTO 1996; RFC 2104) of a file's
 name and the SHA-256 of its content under a per-user secret key, ``$DPCUBE_HOME/file-key``
 (32 random bytes, created on first use with mode ``0600``). dpcube records the mark of each file
-it writes (in a release's manifest, in a save's pending journal, in ``$DPCUBE_HOME/exports``) and
+it writes (in a release's manifest, in a save's pending journal) and
 removes or replaces a file only when the mark it recomputes from the file on disk matches one it
-recorded. Nobody without the key can make a file that passes as dpcube's, so a list of names in a
+recorded. Files dpcube writes outside a release (``dpcube export``) are marked the same way, by
+their absolute path and content, in ``$DPCUBE_HOME/written``. Nobody without the key can make a file that passes as dpcube's, so a list of names in a
 manifest or journal (which anyone can edit) never decides what is deleted: a file whose mark does
 not verify is left alone and the save refuses, naming it.
 
@@ -184,15 +185,59 @@ def owned_by_dpcube(path: Path, recorded: Any, limit: int, key: bytes | None = N
     return digest is not None and verifies(recorded, path.name, digest, key)
 
 
+#: Where the marks of files dpcube writes outside a release directory are kept (one empty file
+#: per mark, under ``$DPCUBE_HOME``): ``dpcube export``'s tables.
+WRITTEN_DIR = "written"
+#: The most bytes hashed of an existing file to see whether dpcube wrote it.
+WRITTEN_LIMIT = 1 << 40
+
+
+def _written_entry(path: Path, content_sha256: str, key: bytes) -> Path:
+    return dpcube_home() / WRITTEN_DIR / mark(str(Path(path).resolve()), content_sha256, key)
+
+
+def remember_written(path: Path, content_sha256: str) -> None:
+    """Record that dpcube writes ``path`` with this content (call it before the write: a write
+    that then fails leaves a mark nothing matches)."""
+    key = file_key()
+    entry = _written_entry(path, content_sha256, key)
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        entry.touch(mode=0o600)
+    except OSError as exc:
+        raise ReleaseError(
+            f"cannot record the file dpcube writes in {str(entry.parent)!r} ({exc.strerror}); "
+            "set DPCUBE_HOME to a writable directory"
+        ) from None
+
+
+def forget_written(path: Path, content_sha256: str) -> None:
+    """Drop the mark of ``path`` with that content (once it was replaced)."""
+    _written_entry(path, content_sha256, file_key()).unlink(missing_ok=True)
+
+
+def written_sha256(path: Path) -> str | None:
+    """The SHA-256 of ``path`` when dpcube wrote it with exactly that content at that place
+    (:func:`remember_written`), else None: a file anyone else wrote or edited since, a link,
+    a FIFO."""
+    digest = file_sha256(Path(path), WRITTEN_LIMIT, "file")
+    if digest is None:
+        return None
+    return digest if _written_entry(path, digest, file_key()).is_file() else None
+
+
 __all__ = [
     "KEY_FILE",
     "dpcube_home",
     "file_key",
     "file_sha256",
+    "forget_written",
     "mark",
     "mark_json",
     "open_regular",
     "owned_by_dpcube",
     "read_regular_file",
+    "remember_written",
     "verifies",
+    "written_sha256",
 ]
