@@ -57,6 +57,7 @@ from dpcube import registry
 from dpcube.errors import DPCubeError, ReleaseError
 from dpcube.release.marks import (
     file_key,
+    file_sha256,
     mark,
     mark_json,
     open_regular,
@@ -339,6 +340,14 @@ def _survey(out: Path) -> _Survey:
         token_prefix = f"{TEMP_PREFIX}{body['token']}-"
         leftovers.update(n for n in entries if n.startswith(token_prefix))
         leftovers.update(n for n in body["tables"] if n in entries and f"-{body['token']}." in n)
+        replaced = body.get("replaces")
+        for n, recorded in (replaced if isinstance(replaced, dict) else {}).items():
+            if (
+                n in entries
+                and n != MANIFEST
+                and owned_by_dpcube(out / n, recorded, OWNED_LIMIT, key)
+            ):
+                leftovers.add(n)
     owned: set[str] = set()
     has_release = MANIFEST in entries
     if has_release:
@@ -642,7 +651,15 @@ class Release(ABC):
         for fname in files.values():
             _plain_file_name(out, fname, "table file")
         journal = out / _journal_name(token)
-        body = {"token": token, "tables": sorted(files.values())}
+        # The earlier release's files this save removes once it commits, with their marks: a
+        # crash after the commit leaves them to the next save, which removes them only if they
+        # still carry these marks.
+        replaces = {}
+        for name in sorted(earlier - {MANIFEST}):
+            digest = file_sha256(out / name, OWNED_LIMIT, "file")
+            if digest is not None:
+                replaces[name] = mark(name, digest, key)
+        body = {"token": token, "tables": sorted(files.values()), "replaces": replaces}
         doc = {"journal": body, "mark": mark_json(journal.name, body, key)}
         write_atomic(journal, json.dumps(doc).encode(), temp_tag=token)
         hashes: dict[str, str] = {}
