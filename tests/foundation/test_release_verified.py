@@ -278,3 +278,13 @@ def test_an_oversized_table_is_refused_before_it_is_read(tmp_path: Path) -> None
     finally:
         tracemalloc.stop()
     assert peak < 16 << 20, f"{peak:,} bytes allocated: the table was read before its size check"
+
+
+def test_a_users_page_with_dpcubes_report_tag_is_not_deleted(tmp_path: Path) -> None:
+    d = small_release(1).save(tmp_path / "rel")
+    page = d / release_base.REPORT_HTML
+    text = f"<html><head>{release_base.REPORT_HTML_MARKER}</head><body>my edits</body></html>"
+    page.write_text(text)  # dpcube's <meta> tag, but not a file dpcube wrote
+    with pytest.raises(ReleaseError, match=r"not a dpcube release \('report\.html'"):
+        small_release(2).save(d, overwrite=True)
+    assert page.read_text() == text

@@ -10,7 +10,7 @@ On disk a release is a directory::
     report.md                      a short human-readable report (derived from the manifest)
     report.html                    the HTML report (``dpcube report``; :mod:`dpcube.report`), if
                                    written: a function of the release alone, owned by it only
-                                   when it carries dpcube's marker (:func:`is_dpcube_report`)
+                                   when it carries dpcube's mark (:func:`is_dpcube_report`)
 
 :meth:`Release.save` never destroys what it did not write (:func:`check_output_directory`): it
 writes into a new or empty directory, or replaces an earlier dpcube release there (only with
@@ -63,6 +63,7 @@ from dpcube.release.marks import (
     open_regular,
     owned_by_dpcube,
     read_regular_file,
+    written_sha256,
 )
 from dpcube.schema import Box, BoxedQuery, Schema
 
@@ -221,23 +222,29 @@ def _read_manifest(directory: Path) -> dict[str, Any]:
 
 
 def is_dpcube_report(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` is an HTML report ``dpcube report`` wrote (its head carries
-    :data:`REPORT_HTML_MARKER`); False for a missing file or anyone else's.
+    """Whether ``path`` is an HTML report ``dpcube report`` wrote there, unchanged since: it
+    carries the keyed mark recorded when it was written (:func:`dpcube.release.marks.
+    remember_written`) and :data:`REPORT_HTML_MARKER` in its head. False for a missing file or
+    anyone else's, whatever its content (the ``<meta>`` tag alone is not proof: anyone can
+    write it).
 
-    >>> import tempfile; d = Path(tempfile.mkdtemp())
-    >>> _ = (d / "a.html").write_text("<html><head>" + REPORT_HTML_MARKER + "</head></html>")
-    >>> _ = (d / "b.html").write_text("<html>my notes</html>")
+    >>> import os, tempfile; os.environ["DPCUBE_HOME"] = tempfile.mkdtemp()
+    >>> from dpcube.release.marks import remember_written
+    >>> d = Path(tempfile.mkdtemp()); page = "<html><head>" + REPORT_HTML_MARKER + "</head></html>"
+    >>> _ = (d / "a.html").write_text(page); _ = (d / "b.html").write_text(page)
+    >>> remember_written(d / "a.html", _sha256(page.encode()))
     >>> is_dpcube_report(d / "a.html"), is_dpcube_report(d / "b.html"), is_dpcube_report(d / "c")
     (True, False, False)
     """
+    path = Path(path)
     try:
-        fd, _ = open_regular(Path(path), "report")
+        fd, _ = open_regular(path, "report")
     except ReleaseError:
         return False
     with os.fdopen(fd, "rb") as f:
         os.set_blocking(fd, True)
         head = f.read(4096)
-    return REPORT_HTML_MARKER.encode() in head
+    return REPORT_HTML_MARKER.encode() in head and written_sha256(path) is not None
 
 
 def _canonical(value: Any) -> bytes:
