@@ -288,3 +288,46 @@ def test_a_users_page_with_dpcubes_report_tag_is_not_deleted(tmp_path: Path) -> 
     with pytest.raises(ReleaseError, match=r"not a dpcube release \('report\.html'"):
         small_release(2).save(d, overwrite=True)
     assert page.read_text() == text
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this system")
+def test_query_and_serve_refuse_a_fifo_table_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dpcube.cli.main import main
+
+    d = small_release().save(tmp_path / "rel")
+    target = table_file(d)
+    target.unlink()
+    os.mkfifo(target)
+    code = run_with_rescue(lambda: main(["query", str(d), "--where", "a=0..2"]), target)
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "not a regular file" in err
+    served = pytest.importorskip("dpcube.serve.served")
+    with pytest.raises(ReleaseError, match="not a regular file"):
+        run_with_rescue(lambda: served.load_served([d], runs=None, seed=None), target)
+
+
+def test_a_release_of_an_older_format_is_not_overwritten(tmp_path: Path) -> None:
+    d = small_release(1).save(tmp_path / "rel")
+    manifest = read_manifest(d)
+    manifest["format_version"] = 2
+    for key in ("integrity", "sizes", "marks"):
+        del manifest[key]
+    write_manifest(d, manifest)
+    before = {p.name: p.read_bytes() for p in d.iterdir()}
+    with pytest.raises(ReleaseError, match=r"earlier dpcube \(format_version 2\).*remove that"):
+        small_release(2).save(d, overwrite=True)
+    assert {p.name: p.read_bytes() for p in d.iterdir()} == before
+
+
+def test_non_ascii_marks_and_hashes_are_refused_not_crashed(tmp_path: Path) -> None:
+    d = small_release(1).save(tmp_path / "rel")
+    manifest = read_manifest(d)
+    manifest["marks"] = {name: "é" * 64 for name in manifest["marks"]}
+    manifest["integrity"]["schema"] = "é"
+    write_manifest(d, manifest)
+    with pytest.raises(ReleaseError, match=r"not a dpcube release \('cells-"):
+        small_release(2).save(d, overwrite=True)
+    with pytest.raises(ReleaseError, match="field 'marks'"):
+        load_release(d)

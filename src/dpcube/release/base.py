@@ -276,7 +276,7 @@ def _check_integrity(manifest: Mapping[str, Any], where: str) -> None:
                 f"{where!r}: field {name!r} was removed (it is recorded in 'integrity'); the "
                 "manifest was edited; do not use this release"
             )
-        if not hmac.compare_digest(str(recorded[name]), actual[name]):
+        if recorded[name] != actual[name]:  # no secret here: a plain comparison
             raise ReleaseError(
                 f"{where!r}: field {name!r} does not match its SHA-256 in 'integrity': the "
                 "manifest was edited or damaged; do not use this release"
@@ -299,6 +299,8 @@ class _Survey:
     foreign: list[str]
     #: Whether the directory holds a dpcube release manifest.
     has_release: bool
+    #: The format version of that manifest (None when there is none).
+    version: Any = None
 
 
 def _verified_journal(path: Path, key: bytes) -> dict[str, Any] | None:
@@ -312,7 +314,7 @@ def _verified_journal(path: Path, key: bytes) -> dict[str, Any] | None:
         return None
     body = doc.get("journal")
     if not isinstance(body, dict) or not hmac.compare_digest(
-        doc["mark"], mark_json(path.name, body, key)
+        doc["mark"].encode("utf-8", "replace"), mark_json(path.name, body, key).encode()
     ):
         return None
     token, tables = body.get("token"), body.get("tables")
@@ -368,7 +370,8 @@ def _survey(out: Path) -> _Survey:
         if REPORT_HTML in entries and is_dpcube_report(out / REPORT_HTML):
             owned.add(REPORT_HTML)
     foreign = [n for n in entries if n not in owned and n not in leftovers]
-    return _Survey(owned, leftovers - owned, foreign, has_release)
+    version = manifest.get("format_version") if has_release else None
+    return _Survey(owned, leftovers - owned, foreign, has_release, version)
 
 
 def check_output_directory(directory: str | os.PathLike[str], overwrite: bool = False) -> set[str]:
@@ -417,6 +420,12 @@ def _checked_survey(out: Path, overwrite: bool) -> _Survey | None:
         raise ReleaseError(
             f"--out {str(out)!r} already holds a dpcube release; pass --overwrite "
             "(overwrite=True) to replace it, or choose a new directory"
+        )
+    if survey.foreign and survey.version in OLDER_FORMATS:
+        raise ReleaseError(
+            f"--out {str(out)!r} holds a release written by an earlier dpcube (format_version "
+            f"{survey.version}) whose files carry no mark dpcube can check ({survey.foreign[0]!r}); "
+            "remove that release yourself or choose a new directory"
         )
     if survey.foreign:
         foreign = survey.foreign

@@ -84,7 +84,9 @@ def verifies(recorded: Any, name: str, content_sha256: str, key: bytes | None = 
     """Whether ``recorded`` is the mark of ``name`` with that content (constant time)."""
     if not isinstance(recorded, str):
         return False
-    return hmac.compare_digest(recorded, mark(name, content_sha256, key))
+    return hmac.compare_digest(
+        recorded.encode("utf-8", "replace"), mark(name, content_sha256, key).encode()
+    )
 
 
 def open_regular(path: Path, what: str) -> tuple[int, os.stat_result]:
