@@ -68,7 +68,8 @@ def test_a_manifest_listing_a_users_file_as_a_table_never_gets_it_deleted(tmp_pa
     marks["thesis.txt"] = next(iter(marks.values()), "0" * 64)  # a mark copied from a table
     manifest["marks"] = marks
     write_manifest(d, manifest, reseal=True)
-    with pytest.raises(ReleaseError, match=r"not a dpcube release \('thesis\.txt'"):
+    # The edited manifest is no longer dpcube's either: refused, naming it, and all kept.
+    with pytest.raises(ReleaseError, match=r"not a dpcube release \('manifest\.json' and 1 more"):
         small_release(2).save(d, overwrite=True)
     assert thesis.read_text() == "four years of work"
     assert load_release_id(d) == manifest["metadata"]["release_id"]  # nothing else changed either
@@ -329,5 +330,6 @@ def test_non_ascii_marks_and_hashes_are_refused_not_crashed(tmp_path: Path) -> N
     write_manifest(d, manifest)
     with pytest.raises(ReleaseError, match=r"not a dpcube release \('cells-"):
         small_release(2).save(d, overwrite=True)
+    assert len(list(d.glob("*.parquet"))) == 1
     with pytest.raises(ReleaseError, match="field 'marks'"):
         load_release(d)

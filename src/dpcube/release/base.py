@@ -15,7 +15,7 @@ On disk a release is a directory::
 :meth:`Release.save` never destroys what it did not write (:func:`check_output_directory`): it
 writes into a new or empty directory, or replaces an earlier dpcube release there (only with
 ``overwrite=True``). It knows its own files by a mark it can check, never by a name or a list a
-user can edit (:mod:`dpcube.release.marks`): the manifest records, for each table and for
+user can edit (:mod:`dpcube.release.marks`): the manifest records, for itself, each table and
 ``report.md``, a keyed hash (HMAC under a per-user key in ``$DPCUBE_HOME``) of the file's name and
 content, and a file is replaced or removed only when the hash recomputed from the file on disk
 matches. Any other file in the directory is an error before anything is written, and is never
@@ -283,6 +283,16 @@ def _check_integrity(manifest: Mapping[str, Any], where: str) -> None:
             )
 
 
+def _manifest_mark(manifest: Mapping[str, Any], key: bytes) -> str:
+    """The keyed mark of a manifest: of every field but ``integrity`` and the mark itself
+    (``marks["manifest.json"]``), so an edited manifest is no longer dpcube's to replace."""
+    body = {k: v for k, v in manifest.items() if k != "integrity"}
+    marks = body.get("marks")
+    if isinstance(marks, dict):
+        body["marks"] = {n: m for n, m in marks.items() if n != MANIFEST}
+    return mark_json(MANIFEST, body, key)
+
+
 def _journal_name(token: str) -> str:
     return f"{TEMP_PREFIX}{token}.pending"
 
@@ -361,9 +371,13 @@ def _survey(out: Path) -> _Survey:
     has_release = MANIFEST in entries
     if has_release:
         manifest = _read_manifest(out)
-        owned.add(MANIFEST)
         marks = manifest.get("marks")
         marks = marks if isinstance(marks, dict) else {}
+        recorded = marks.get(MANIFEST)
+        if isinstance(recorded, str) and hmac.compare_digest(
+            recorded.encode("utf-8", "replace"), _manifest_mark(manifest, key).encode()
+        ):
+            owned.add(MANIFEST)
         for name in entries:
             if name in marks and owned_by_dpcube(out / name, marks[name], OWNED_LIMIT, key):
                 owned.add(name)
@@ -706,6 +720,7 @@ class Release(ABC):
         if stored is not None:
             manifest["bootstrap"] = stored.manifest_entry()
         manifest = json.loads(json.dumps(_jsonable(manifest)))  # exactly what is read back
+        manifest["marks"][MANIFEST] = _manifest_mark(manifest, key)
         manifest["integrity"] = manifest_integrity(manifest)
         write_atomic(out / MANIFEST, json.dumps(manifest, indent=2).encode(), temp_tag=token)
         write_atomic(out / REPORT, report, temp_tag=token)
