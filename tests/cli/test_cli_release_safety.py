@@ -158,3 +158,20 @@ def test_query_on_a_seeded_release_warns(
     assert run(capsys, *release(data, schema, tmp_path / "real"))[0] == 0
     code, _, err = run(capsys, "query", str(tmp_path / "real"), "--where", "sex=F")
     assert code == 0 and "NOT FOR PUBLICATION" not in err
+
+
+def test_overwrite_never_deletes_a_file_an_edited_manifest_lists(
+    dataset: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data, schema = dataset
+    out = tmp_path / "rel"
+    assert run(capsys, *release(data, schema, out))[0] == 0
+    thesis = out / "thesis.txt"
+    thesis.write_text("four years of work")
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["tables"]["thesis"] = "thesis.txt"
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    code, _, err = run(capsys, *release(data, schema, out, "--overwrite"))
+    assert code == 2 and "not a dpcube release" in err and err.count("\n") == 1, err
+    assert thesis.read_text() == "four years of work"
+    assert spent(capsys, data) == pytest.approx(0.5)  # the refused release charged nothing

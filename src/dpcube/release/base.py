@@ -347,11 +347,11 @@ def _survey(out: Path) -> _Survey:
     a prefix or a list a user can edit never makes a file dpcube's.
     """
     entries = sorted(p.name for p in out.iterdir())
-    key = file_key() if entries else b""
+    journals = [n for n in entries if n.startswith(TEMP_PREFIX) and n.endswith(".pending")]
+    # The key is needed (and created) only when there is something to verify.
+    key = file_key() if journals or MANIFEST in entries else b""
     leftovers: set[str] = set()
-    for name in entries:
-        if not (name.startswith(TEMP_PREFIX) and name.endswith(".pending")):
-            continue
+    for name in journals:
         body = _verified_journal(out / name, key)
         if body is None:
             continue
