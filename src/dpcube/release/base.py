@@ -823,7 +823,7 @@ def load_release(directory: str | os.PathLike[str]) -> Release:
     return release
 
 
-def read_parquet_bytes(data: bytes) -> pa.Table:
+def read_parquet_bytes(data: bytes | bytearray) -> pa.Table:
     """The table in the Parquet file ``data``.
 
     Read with pyarrow's Parquet reader itself (``pyarrow._parquet.ParquetReader``, what

@@ -53,7 +53,8 @@ def file_key() -> bytes:
                 f.write(os.urandom(_KEY_BYTES))
                 f.flush()
                 os.fsync(f.fileno())
-        key, _ = read_regular_file(path, 4096, what="dpcube's file key")
+        content, _ = read_regular_file(path, 4096, what="dpcube's file key")
+        key = bytes(content)
     except OSError as exc:
         raise ReleaseError(
             f"dpcube's file key {str(path)!r} cannot be created or read ({exc.strerror}); "
@@ -116,48 +117,45 @@ def open_regular(path: Path, what: str) -> tuple[int, os.stat_result]:
 
 def read_regular_file(
     path: Path, limit: int, *, what: str, expected_size: int | None = None
-) -> tuple[bytes, str]:
+) -> tuple[bytearray, str]:
     """The content of the regular file ``path`` and its SHA-256, hashed while it streams in.
 
     Refused before reading: anything but a regular file (:func:`open_regular`), a file larger
     than ``limit`` bytes, a file whose size differs from ``expected_size``. A file that grows
-    while it is read is refused too (never more than the limit is read).
+    or shrinks while it is read is refused too (never more than its size is read). The bytes are
+    read into one buffer of the file's size (no second copy).
     """
     fd, info = open_regular(path, what)
-    try:
-        if expected_size is not None and info.st_size != expected_size:
+    with os.fdopen(fd, "rb", buffering=0) as f:
+        size = info.st_size
+        if expected_size is not None and size != expected_size:
             raise ReleaseError(
-                f"{what} {str(path)!r} has {info.st_size:,} bytes, not the {expected_size:,} "
+                f"{what} {str(path)!r} has {size:,} bytes, not the {expected_size:,} "
                 "recorded: it was modified or corrupted; do not use it"
             )
-        if info.st_size > limit:
+        if size > limit:
             raise ReleaseError(
-                f"{what} {str(path)!r} has {info.st_size:,} bytes, more than the {limit:,} "
+                f"{what} {str(path)!r} has {size:,} bytes, more than the {limit:,} "
                 "dpcube reads; it is not what dpcube wrote"
             )
         os.set_blocking(fd, True)
         digest = hashlib.sha256()
-        chunks: list[bytes] = []
-        total = 0
-        bound = limit if expected_size is None else expected_size
-        while True:
-            chunk = os.read(fd, min(_CHUNK, bound + 1 - total))
-            if not chunk:
+        buffer = bytearray(size)
+        view = memoryview(buffer)
+        done = 0
+        while done < size:
+            got = f.readinto(view[done : min(size, done + _CHUNK)])
+            if not got:
                 break
-            total += len(chunk)
-            if total > bound:
-                raise ReleaseError(
-                    f"{what} {str(path)!r} grew while it was read (more than {bound:,} bytes)"
-                )
-            digest.update(chunk)
-            chunks.append(chunk)
-    finally:
-        os.close(fd)
-    if expected_size is not None and total != expected_size:
-        raise ReleaseError(
-            f"{what} {str(path)!r} has {total:,} bytes, not the {expected_size:,} recorded"
-        )
-    return b"".join(chunks), digest.hexdigest()
+            digest.update(view[done : done + got])
+            done += got
+        view.release()
+        if done != size or f.read(1):
+            raise ReleaseError(
+                f"{what} {str(path)!r} changed size while it was read; read it again when "
+                "nothing is writing it"
+            )
+    return buffer, digest.hexdigest()
 
 
 def file_sha256(path: Path, limit: int, what: str) -> str | None:
