@@ -1,4 +1,4 @@
-"""The read-only query service (issue #14 part 2): :func:`create_app` builds the FastAPI app.
+"""The read-only query service: :func:`create_app` builds the FastAPI app.
 
 Endpoints (OpenAPI at ``/docs``, schema at ``/openapi.json``):
 
@@ -10,14 +10,18 @@ Endpoints (OpenAPI at ``/docs``, schema at ``/openapi.json``):
   its interval (:meth:`dpcube.release.base.Release.uncertainty`);
 - ``GET /api/releases/{name}/table?format=csv|parquet|json`` (as ``dpcube export``);
 - ``GET /api/releases/{name}/report``: the release's HTML report, if present;
-- ``GET /``: the explorer page, ``/static/...`` its files (this package's ``static`` folder).
+- ``GET /``: the explorer page, ``/static/...`` its files (this package's ``static`` folder);
+  ``GET /docs``: Swagger UI from the same folder (no CDN: it works offline).
 
 Hardening: every error is a 4xx (or, for a bug, a 500) with the body ``{"error": "one line"}``
 and no traceback (the traceback goes to the server log); request bodies over ``max_body_bytes``
-are refused with 413 before they are parsed, batches over ``max_batch`` queries with 413; no
+are refused with 413 before they are parsed, batches over ``max_batch`` queries with 413; JSON
+is read strictly and levels checked (:mod:`dpcube.serve.inputs`: repeated keys, nesting, levels
+whose interval cannot be computed are 422); no
 request text ever becomes a file path (releases are looked up by name in memory, the report path
 is fixed at load, static files are served by Starlette's ``StaticFiles`` from one folder). The app
 only reads: nothing is written and no budget is spent (a release is public by construction).
+Read timeouts and the connection limit are below the app, in :mod:`dpcube.serve.connections`.
 """
 
 from __future__ import annotations
