@@ -18,11 +18,11 @@ import json
 import math
 from typing import Any
 
+from dpcube.release.uncertainty import MAX_LEVEL, computable_level
+
 #: Deepest nesting of arrays and objects accepted in a request (the deepest query the service
 #: answers, a spatial box of bins inside a batch, is 6 deep).
 MAX_JSON_DEPTH = 32
-#: The largest level :func:`check_level` accepts (1 - 2**-52).
-MAX_LEVEL = 1.0 - 2.0**-52
 
 
 class RequestRefused(Exception):
@@ -113,9 +113,9 @@ def read_json(data: bytes | str, what: str) -> Any:
 
 
 def check_level(level: Any, where: str = "level") -> float:
-    """``level`` as a confidence level whose interval can be computed: a number with
-    ``0.5 < 0.5 + level / 2 < 1`` in double precision (so the normal quantile is finite and
-    positive; roughly 2.3e-16 to 1 - 2.3e-16).
+    """``level`` as a confidence level whose interval can be computed
+    (:func:`dpcube.release.uncertainty.computable_level`: ``0.5 < 0.5 + level / 2 < 1`` in
+    double precision, so the normal quantile is finite and positive).
 
     >>> check_level(0.95)
     0.95
@@ -124,7 +124,7 @@ def check_level(level: Any, where: str = "level") -> float:
     dpcube.serve.inputs.RequestRefused: level must be a confidence level between 0 and 1 whose interval can be computed (e.g. 0.95; at most 0.9999999999999998), got 0.9999999999999999
     """
     number = level if isinstance(level, float | int) and not isinstance(level, bool) else None
-    if number is None or not math.isfinite(number) or not 0.5 < 0.5 + number / 2.0 < 1.0:
+    if number is None or not math.isfinite(number) or not computable_level(number):
         raise RequestRefused(
             422,
             f"{where} must be a confidence level between 0 and 1 whose interval can be computed "
@@ -133,4 +133,4 @@ def check_level(level: Any, where: str = "level") -> float:
     return float(number)
 
 
-__all__ = ["MAX_JSON_DEPTH", "MAX_LEVEL", "RequestRefused", "check_level", "read_json"]
+__all__ = ["MAX_JSON_DEPTH", "RequestRefused", "check_level", "read_json"]
