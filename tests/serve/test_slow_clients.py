@@ -110,7 +110,7 @@ def test_health_answers_under_a_flood_of_idle_and_slow_clients(
         # the server cut every flood connection: the limit closed the oldest (503), the header
         # and body timeouts the rest (408 if part of a request came), each in the error shape
         statuses = []
-        for i, sock in enumerate(flood):
+        for sock in flood:
             received = read_until_closed(sock)
             if not received:  # closed without a word (idle) or reset before its bytes were read
                 continue
@@ -162,7 +162,7 @@ def test_limits_that_cannot_hold_are_refused_before_listening(
     release_dirs: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     from dpcube.cli.main import main
-    from dpcube.serve.connections import FD_RESERVE, descriptor_limit
+    from dpcube.serve.limits import FD_RESERVE, descriptor_limit
 
     cells = str(release_dirs["cells"])
     descriptors = descriptor_limit()

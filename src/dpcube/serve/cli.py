@@ -94,12 +94,8 @@ def bind(host: str, port: int, count: int = 1) -> list[socket.socket]:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from dpcube.serve.app import create_app
-    from dpcube.serve.connections import (
-        ConnectionLimits,
-        connection_limit,
-        descriptor_limit,
-        run_server,
-    )
+    from dpcube.serve.connections import run_server
+    from dpcube.serve.limits import ConnectionLimits, connection_limit, descriptor_limit
 
     if args.max_batch < 1 or args.max_body_bytes < 1 or args.max_table_rows < 1:
         raise UsageError("--max-batch, --max-body-bytes and --max-table-rows must be positive")
@@ -199,7 +195,7 @@ def register(sub: Any) -> None:
         default=DEFAULT_MAX_TABLE_ROWS,
         help=f"largest table sent (default {DEFAULT_MAX_TABLE_ROWS:,} rows)",
     )
-    from dpcube.serve.connections import (
+    from dpcube.serve.limits import (
         DEFAULT_BODY_TIMEOUT,
         DEFAULT_HEADER_TIMEOUT,
         DEFAULT_KEEP_ALIVE,

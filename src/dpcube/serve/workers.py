@@ -29,7 +29,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from dpcube.serve.connections import ConnectionLimits
+    from dpcube.serve.limits import ConnectionLimits
 
 #: A worker that exits by itself (not killed by a signal) within this many seconds of being started
 #: failed to start (a release it could not load, a port it could not use): the parent stops instead
