@@ -67,7 +67,8 @@ def connection_limit(requested: int | None, descriptors: int | None) -> int:
 
 @dataclass(frozen=True)
 class ConnectionLimits:
-    """The guards of :class:`GuardedHttpProtocol` (seconds, bytes, connections)."""
+    """The guards of :class:`dpcube.serve.connections.GuardedHttpProtocol` (seconds, bytes,
+    connections)."""
 
     max_connections: int
     header_timeout: float = DEFAULT_HEADER_TIMEOUT
