@@ -127,6 +127,10 @@ def parse_where(text: str) -> dict[str, Any]:
             value = json.loads(text)
         except json.JSONDecodeError as exc:
             raise QueryError(f"--where is not valid JSON: {exc}") from None
+        except RecursionError:
+            raise QueryError(
+                "--where nests arrays and objects too deeply to read; no query needs more than 6"
+            ) from None
         if not isinstance(value, dict):
             raise QueryError("--where JSON must be an object {attribute: constraint}")
         _no_repeats(list(_json_keys(text)))
