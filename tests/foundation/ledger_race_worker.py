@@ -18,3 +18,32 @@ def race(path: str, barrier: Any, results: Any) -> None:
         results.put(("refused", str(exc)))
     else:
         results.put(("charged", charge.release_id))
+
+
+def release_under_total(
+    ledger_dir: str, name: str, total: float, epsilon: float, barrier: Any, results: Any
+) -> None:
+    """Wait for the others, then release a two-cell histogram with ``Identity(epsilon)`` through
+    the API, asking for the total ``total``; report ``(total, epsilon, "released", release id)``
+    or ``(total, epsilon, "refused", why)``."""
+    import numpy as np
+
+    from dpcube.histogram import Histogram
+    from dpcube.mechanisms.identity import Identity
+    from dpcube.privacy.accounting import name_identity
+    from dpcube.privacy.ledger import RequestedTotal
+    from dpcube.schema import Schema
+
+    schema = Schema.from_dict(
+        {"attributes": [{"name": "sex", "kind": "nominal", "categories": ["F", "M"]}]}
+    )
+    hist = Histogram(schema, np.array([3, 4]))
+    ledger = BudgetLedger.for_identity(name_identity(name), ledger_dir)
+    mechanism = Identity(epsilon)
+    barrier.wait()
+    try:
+        release = mechanism.release(hist, ledger=ledger, requested_total=RequestedTotal(total))
+    except BudgetError as exc:
+        results.put((total, epsilon, "refused", str(exc)))
+    else:
+        results.put((total, epsilon, "released", release.metadata.release_id))

@@ -37,7 +37,7 @@ from numpy.typing import NDArray
 from dpcube.errors import BudgetError, DataError, UsageError
 from dpcube.histogram import Histogram
 from dpcube.privacy.accounting import charge_release
-from dpcube.privacy.ledger import BudgetLedger, validate_privacy
+from dpcube.privacy.ledger import BudgetLedger, RequestedTotal, validate_privacy
 from dpcube.privacy.neighbours import Neighbour
 from dpcube.privacy.random import RandomSource, resolve_random_state
 from dpcube.release.base import Release, ReleaseMetadata
@@ -253,6 +253,7 @@ class Mechanism(ABC):
         *,
         ledger: BudgetLedger | None = None,
         account: bool = True,
+        requested_total: RequestedTotal | None = None,
     ) -> Release:
         """Release ``data`` under this mechanism's guarantee.
 
@@ -265,7 +266,8 @@ class Mechanism(ABC):
         ``ledger`` or else to the ledger of the data set ``data`` was counted from; a charge that
         does not fit raises and nothing is released. ``account=False`` releases unaccounted (the
         manifest says so; never for publication). Seeded and noiseless releases are charged only
-        to a ``ledger`` passed explicitly.
+        to a ``ledger`` passed explicitly. ``requested_total`` becomes the ledger's total if it
+        has none, and must equal the recorded total otherwise, in the transaction of the charge.
         """
         prepared = self.prepare(data)
         source = resolve_random_state(random_state)
@@ -284,6 +286,7 @@ class Mechanism(ABC):
             account=account,
             seeded=source.seeded or source.noiseless,
             origin=data,
+            requested_total=requested_total,
         )
         release = self._release(prepared, source, metadata)
         # Exact diagnostics of the input (rows, dropped, clipped, users...): for the curator only,
