@@ -224,7 +224,7 @@ def cmd_release(args: argparse.Namespace) -> int:
     check_output_directory(args.out, args.overwrite)
     _probe_writable(args.out, "--out")
     if curator_log is not None:
-        _probe_writable(curator_log.parent, "--curator-log")
+        _probe_writable(curator_log, "--curator-log")
     schema = Schema.from_file(args.schema) if args.schema else None
     params = parse_params(args.param)
     cls.check_cli_params(params)
@@ -256,7 +256,7 @@ def cmd_release(args: argparse.Namespace) -> int:
     check_output_directory(args.out, args.overwrite)  # again, right before the charge
     _probe_writable(args.out, "--out")
     if curator_log is not None:
-        _probe_writable(curator_log.parent, "--curator-log")
+        _probe_writable(curator_log, "--curator-log")
     args.pending_before = _pending_files(args.out)
     try:
         with progress.step(f"releasing with {args.mechanism}"):
@@ -355,8 +355,8 @@ def _probe_writable(target: str | Path, flag: str) -> None:
     from dpcube.release.base import TEMP_PREFIX
 
     where = Path(target).expanduser()
-    while not where.exists() and where != where.parent:
-        where = where.parent
+    while not where.is_dir() and where != where.parent:
+        where = where.parent  # a file to be written (or replaced) lands in its directory
     probe = where / f"{TEMP_PREFIX}probe-{os.urandom(6).hex()}"
     try:
         fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -568,8 +568,19 @@ def cmd_budget(args: argparse.Namespace) -> int:
             "--total-epsilon to the first `dpcube release`)"
         )
         if args.json:
+            none = {"epsilon": 0.0, "delta": 0.0}
             print(
-                json.dumps({"dataset": ledger.dataset, "ledger": str(ledger.path), "total": None})
+                json.dumps(
+                    {
+                        "dataset": ledger.dataset,
+                        "ledger": str(ledger.path),
+                        "total": None,
+                        "spent": none,
+                        "remaining": None,
+                        "releases": [],
+                        "note": f"no total budget is set; {how}",
+                    }
+                )
             )
         else:
             print(f"no total budget is set for {args.data!r} and nothing is spent; {how}")
