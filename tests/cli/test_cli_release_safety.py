@@ -317,3 +317,5 @@ def test_budget_of_a_data_set_without_a_total(
     code, out, err = run(capsys, "budget", str(data))
     assert code == 0 and err == ""
     assert "no total budget is set" in out and "--set-total EPSILON" in out
+    code, out, err = run(capsys, "budget", str(data), "--set-total-delta", "1e-6")
+    assert code == 2 and "add --set-total" in err and out == ""

@@ -11,11 +11,14 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dpcube import progress, registry
 from dpcube.cli.params import coerce_params
 from dpcube.errors import DPCubeError, QueryError, UsageError, library_error_line
+
+if TYPE_CHECKING:
+    from dpcube.privacy.ledger import Charge, RequestedTotal
 
 
 def _parse_value(text: str) -> Any:
@@ -325,9 +328,10 @@ def cmd_release(args: argparse.Namespace) -> int:
     return 0
 
 
-def _requested_total(args: argparse.Namespace) -> Any:
+def _requested_total(args: argparse.Namespace) -> RequestedTotal | None:
     """The total budget ``--total-epsilon``/``--total-delta`` ask for, or None."""
-    from dpcube.privacy.ledger import RequestedTotal
+    from dpcube.errors import BudgetError
+    from dpcube.privacy.ledger import RequestedTotal, validate_privacy
 
     if args.total_epsilon is None:
         if args.total_delta is not None:
@@ -337,6 +341,10 @@ def _requested_total(args: argparse.Namespace) -> Any:
                 "--set-total EPSILON --set-total-delta DELTA`"
             )
         return None
+    try:
+        validate_privacy(args.total_epsilon, args.total_delta)
+    except BudgetError as exc:
+        raise UsageError(f"--total-epsilon/--total-delta: {exc}") from None
     return RequestedTotal(args.total_epsilon, args.total_delta)
 
 
@@ -389,7 +397,7 @@ def _pending_files(out: str | Path) -> set[Path]:
         return set()
 
 
-def _charged_not_written(args: argparse.Namespace, charge: Any, exc: BaseException) -> str:
+def _charged_not_written(args: argparse.Namespace, charge: Charge, exc: BaseException) -> str:
     """One line for a failure after the charge: what was spent, that nothing was released, why,
     and where an unfinished save's journal lies."""
     cause = "interrupted" if isinstance(exc, KeyboardInterrupt) else library_error_line(exc)
