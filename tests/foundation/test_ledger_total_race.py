@@ -74,35 +74,37 @@ def test_racing_releases_keep_the_total_they_asked_for(
 ) -> None:
     monkeypatch.setenv("DPCUBE_HOME", str(tmp_path / "home"))  # spawned processes inherit it
     monkeypatch.syspath_prepend(str(Path(__file__).parent))
-    from ledger_race_worker import release_under_total
+    from ledger_race_worker import release_rounds
 
     (tmp_path / "people.csv").write_text("sex\n" + "F\nM\n" * 20)
     (tmp_path / "schema.yaml").write_text(
         "attributes:\n  - {name: sex, kind: nominal, categories: [F, M]}\n"
     )
-    ctx = mp.get_context("spawn")
     draw = random.Random(25)
-    for round_ in range(ROUNDS):
-        name = f"race{round_}"
-        plans = [(draw.choice(TOTALS), draw.choice(EPSILONS)) for _ in range(API_PROCESSES)]
+    names = [f"race{r}" for r in range(ROUNDS)]
+    plans = [
+        [(name, draw.choice(TOTALS), draw.choice(EPSILONS)) for name in names]
+        for _ in range(API_PROCESSES)
+    ]
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(API_PROCESSES + 1)  # the API processes and this one, once per round
+    results = ctx.Queue()
+    procs = [
+        ctx.Process(
+            target=release_rounds,
+            args=(str(tmp_path / "ledgers"), plan, barrier, results),
+            daemon=True,  # a failed round does not leave them waiting at the barrier
+        )
+        for plan in plans
+    ]
+    for p in procs:
+        p.start()
+    differs = 0
+    for name in names:
         clis = [(draw.choice(TOTALS), draw.choice(EPSILONS)) for _ in range(CLI_PROCESSES)]
-        barrier = ctx.Barrier(API_PROCESSES)
-        results = ctx.Queue()
-        procs = [
-            ctx.Process(
-                target=release_under_total,
-                args=(str(tmp_path / "ledgers"), name, t, e, barrier, results),
-            )
-            for t, e in plans
-        ]
-        # The command lines start first: they take longer to import and to count.
         popens = [_cli(tmp_path, name, t, e, k) for k, (t, e) in enumerate(clis)]
-        for p in procs:
-            p.start()
+        barrier.wait(timeout=120)  # the command lines are starting: release the API processes
         outcomes: list[tuple[float, float, str, str]] = [results.get(timeout=120) for _ in procs]
-        for p in procs:
-            p.join(timeout=60)
-            assert p.exitcode == 0
         for (t, e), popen in zip(clis, popens, strict=True):
             out, err = popen.communicate(timeout=120)
             if popen.returncode == 0:
@@ -112,3 +114,10 @@ def test_racing_releases_keep_the_total_they_asked_for(
                 outcomes.append((t, e, "refused", err.strip().removeprefix("error: ")))
         ledger = BudgetLedger.for_identity(name_identity(name), tmp_path / "ledgers")
         _check_round(ledger, outcomes)
+        # The race was run: some release won each round, and some asked for another total.
+        assert any(kind == "released" for _, _, kind, _ in outcomes)
+        differs += sum("differs from the total" in text for _, _, _, text in outcomes)
+    assert differs > 0
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
