@@ -62,7 +62,7 @@ from dpcube.mechanisms.census.exact import exact_cumulative, exact_hierarchical
 from dpcube.mechanisms.census.hierarchy import RegionHierarchy
 from dpcube.mechanisms.census.release import CensusRelease
 from dpcube.mechanisms.census.table import GroupSizeTable
-from dpcube.privacy.ledger import BudgetLedger
+from dpcube.privacy.ledger import BudgetLedger, RequestedTotal
 from dpcube.privacy.neighbours import Neighbour
 from dpcube.privacy.random import RandomSource
 from dpcube.release.base import Release, ReleaseMetadata
@@ -380,6 +380,7 @@ class CensusHierarchy(Mechanism):
         *,
         ledger: BudgetLedger | None = None,
         account: bool = True,
+        requested_total: RequestedTotal | None = None,
     ) -> Release:
         if self.noise_mode == "as_published":
             if ledger is not None or (account and random_state is None):
@@ -387,7 +388,9 @@ class CensusHierarchy(Mechanism):
                     "noise_mode='as_published' is not epsilon-DP (spec 2.8) and cannot be charged "
                     "to a ledger; release it with account=False (never for publication)"
                 )
-        return super().release(data, random_state, ledger=ledger, account=account)
+        return super().release(
+            data, random_state, ledger=ledger, account=account, requested_total=requested_total
+        )
 
     def validate(self, data: GroupSizeTable) -> None:
         """The dp solver's window must fit in memory (it grows as 1/epsilon): checked before the
