@@ -391,7 +391,8 @@ def _raise_spread(table: Table, unit: str, region: str, units: int, show_values:
     example = " (ids not shown: they are private; show_values=True or --show-values names one)"
     if show_values:
         bad = table.rows(
-            f"SELECT unit, region, region2 FROM {_text_units(table, unit, region)} "
+            f"SELECT {table.dialect.text('unit')}, region, region2 "
+            f"FROM {_text_units(table, unit, region)} "
             "WHERE region <> region2 LIMIT 1"
         )[0]
         example = f", e.g. unit {bad[0]!r} in {bad[1]!r} and {bad[2]!r}"

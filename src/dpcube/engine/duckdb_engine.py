@@ -74,9 +74,18 @@ class SourceView:
 
 
 def _library_message(exc: BaseException) -> str:
-    """The first line of a library's error message, without its type prefix."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return text
+    """A library's whole error message on one line, with the error that caused it (DuckDB's
+    Python layer puts the cause, e.g. a failed import, in ``__cause__`` and ends its own text
+    with a colon)."""
+    parts: list[str] = []
+    seen: set[int] = set()
+    error: BaseException | None = exc
+    while error is not None and id(error) not in seen and len(parts) < 4:
+        seen.add(id(error))
+        text = " ".join(line.strip() for line in str(error).splitlines() if line.strip())
+        parts.append(text.rstrip(":").strip() or type(error).__name__)
+        error = error.__cause__ or (None if error.__suppress_context__ else error.__context__)
+    return ": ".join(dict.fromkeys(parts))
 
 
 @contextmanager
@@ -152,7 +161,9 @@ def _read_path(
         relation = con.read_csv(str(path), **options)
         header = relation.columns
         dtype = {c: "VARCHAR" for c in text_columns if c in header}
-        if not relation.limit(1).fetchall():
+        # Whether there is a row, without converting any value to Python (a TIMESTAMPTZ value
+        # would need pytz; DuckDB converts only what is fetched).
+        if not relation.limit(1).aggregate("count(*)").fetchall()[0][0]:
             # A header and no rows: zero records is legitimate data, but the sniffer has no
             # values to type the numeric columns by.
             dtype |= {c: "DOUBLE" for c in numeric_columns if c in header and c not in dtype}
@@ -180,6 +191,8 @@ def open_source(
         return
     con = duckdb.connect()
     try:
+        # Values with a time zone render (and bin, and hash) in UTC on every machine.
+        con.execute("SET TimeZone = 'UTC'")
         threads = os.environ.get("DPCUBE_THREADS")
         if threads:
             con.execute(f"SET threads = {int(threads)}")
@@ -239,6 +252,8 @@ class DuckDBEngine(Engine):
 #: Version of the fingerprint's normalisation; part of every fingerprint.
 FINGERPRINT_VERSION = "dpcube-fp-1"
 _NULL = "'N'"
+#: Types whose VARCHAR cast depends on the session's time zone.
+_ZONED_TYPES = frozenset({"TIMESTAMP WITH TIME ZONE", "TIMESTAMPTZ"})
 
 
 def _normalised(column: str, sql_type: str) -> str:
@@ -246,7 +261,10 @@ def _normalised(column: str, sql_type: str) -> str:
 
     Numbers whose value is integral (``3``, ``3.0``) read as their integer text so that a CSV's
     inferred BIGINT and a Parquet DOUBLE agree; other numbers as DuckDB's shortest double text;
-    everything else as its VARCHAR cast; NULL as ``N`` (a non-NULL value starts with a digit).
+    a timestamp with time zone as its UTC text (``2013-01-01 05:00:00+00``) whatever the
+    machine's time zone; everything else (dates, times, intervals, decimals, lists, structs,
+    maps, blobs, text of any length) as its VARCHAR cast, computed in SQL so that no value
+    reaches Python; NULL as ``N`` (a non-NULL value starts with a digit).
     """
     ident = '"' + column.replace('"', '""') + '"'
     base = sql_type.split("(")[0].upper()
@@ -255,6 +273,12 @@ def _normalised(column: str, sql_type: str) -> str:
         text = (
             f"CASE WHEN isfinite({d}) AND {d} = round({d}) AND abs({d}) < 1e18 "
             f"THEN CAST(CAST({d} AS BIGINT) AS VARCHAR) ELSE CAST({d} AS VARCHAR) END"
+        )
+    elif base in _ZONED_TYPES:
+        # In UTC whatever the session's time zone (a DuckDB cast renders it in the session's).
+        text = (
+            f"CASE WHEN isfinite({ident}) THEN CAST(timezone('UTC', {ident}) AS VARCHAR) || '+00' "
+            f"ELSE CAST({ident} AS VARCHAR) END"
         )
     else:
         text = f"CAST({ident} AS VARCHAR)"
