@@ -165,3 +165,31 @@ def test_unreadable_file_error_names_the_file_in_one_line(tmp_path: Path) -> Non
     message = str(info.value)
     assert "bad.parquet" in message and "not readable as Parquet" in message
     assert "\n" not in message
+
+
+def test_a_late_value_beyond_the_sniffed_type(tmp_path: Path) -> None:
+    """DuckDB types a CSV column from its first 20,480 rows; a later value that does not fit
+    must not stop a release that does not use the column (the fingerprint reads every column),
+    and where the column is used the error names file, line, column and type, not the value."""
+    data = tmp_path / "late.csv"
+    rows = [f"{i % 5},{i}" for i in range(25_000)] + ["3,secretvalue"]
+    data.write_text("a,b\n" + "\n".join(rows) + "\n")
+    identity = fingerprint(data)
+    assert identity == fingerprint(str(data))  # one identity, the same on every read
+    h = dpcube.histogram(str(data), Schema.from_dict(SCHEMA))
+    assert int(h.counts.sum()) == 25_001
+    uses_b = {"attributes": [{"name": "b", "kind": "ordinal", "range": [0, 30000], "width": 1000}]}
+    with pytest.raises(DataError) as info:
+        dpcube.histogram(str(data), Schema.from_dict(uses_b))
+    message = str(info.value)
+    assert "late.csv" in message and "line 25002: column 'b'" in message and "BIGINT" in message
+    assert "secretvalue" not in message and "\n" not in message
+
+
+def test_library_messages_do_not_quote_the_data() -> None:
+    error = duckdb.ConversionException(
+        'Conversion Error: Could not convert string "Jane Doe" to INT32\n'
+        "Original Line: 7,Jane Doe,1980\n\nPossible solutions:\n* something\n"
+    )
+    message = _library_message(error)
+    assert message == "Conversion Error: Could not convert string (not shown) to INT32"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -73,16 +74,43 @@ class SourceView:
         return {k: np.asarray(v) for k, v in self.sql(query).fetchnumpy().items()}
 
 
+#: DuckDB's CSV error for a value that does not fit its column's sniffed type.
+_CSV_CONVERSION = re.compile(
+    r"CSV Error on Line: (\d+).*?converting column \"((?:[^\"]|\"\")*)\".*?to '([^']+)'", re.S
+)
+#: Parts of DuckDB's messages that quote the data (private): a whole row, a value.
+_QUOTED_ROW = re.compile(r"^\s*Original Line:.*$", re.M)
+_QUOTED_VALUE = re.compile(r"(string) \"(?:[^\"]|\"\")*\"")
+
+
 def _library_message(exc: BaseException) -> str:
-    """A library's whole error message on one line, with the error that caused it (DuckDB's
-    Python layer puts the cause, e.g. a failed import, in ``__cause__`` and ends its own text
-    with a colon)."""
+    """A library's error message on one line, with the errors that caused it (DuckDB's Python
+    layer puts the cause, e.g. a failed import, in ``__cause__`` and ends its own text with a
+    colon), and without the data it quotes (a row, a value: private).
+
+    A CSV value that does not fit the type DuckDB sniffed for its column is translated (line,
+    column, type, and the fix); other messages keep their first paragraph (DuckDB's hints and
+    reader settings follow a blank line).
+    """
     parts: list[str] = []
     seen: set[int] = set()
     error: BaseException | None = exc
     while error is not None and id(error) not in seen and len(parts) < 4:
         seen.add(id(error))
-        text = " ".join(line.strip() for line in str(error).splitlines() if line.strip())
+        raw = str(error)
+        found = _CSV_CONVERSION.search(raw)
+        if found:
+            line, column, sql_type = found.groups()
+            parts.append(
+                f"line {line}: column {column.replace(chr(34) * 2, chr(34))!r} holds a value "
+                f"that is not {sql_type}, the type DuckDB inferred from the first rows (the "
+                "value is not shown: it is data); fix that value, or make the column text "
+                "(a nominal attribute reads its column as text)"
+            )
+            break
+        paragraph = _QUOTED_VALUE.sub(r"\1 (not shown)", _QUOTED_ROW.sub("", raw))
+        paragraph = re.split(r"\n\s*\n", paragraph.strip(), maxsplit=1)[0]
+        text = " ".join(line.strip() for line in paragraph.splitlines() if line.strip())
         parts.append(text.rstrip(":").strip() or type(error).__name__)
         error = error.__cause__ or (None if error.__suppress_context__ else error.__context__)
     return ": ".join(dict.fromkeys(parts))
@@ -122,6 +150,7 @@ def _read_path(
     path: Path,
     text_columns: tuple[str, ...] = (),
     numeric_columns: tuple[str, ...] = (),
+    sniff_all: bool = False,
 ) -> duckdb.DuckDBPyRelation:
     where = repr(str(path))
     if not path.exists():
@@ -158,6 +187,8 @@ def _read_path(
             "escapechar": '"',
             "delimiter": "\t" if ".tsv" in name else "," if ".csv" in name else None,
         }
+        if sniff_all:  # types from every row, not the first 20,480 (a full extra pass)
+            options["sample_size"] = -1
         relation = con.read_csv(str(path), **options)
         header = relation.columns
         dtype = {c: "VARCHAR" for c in text_columns if c in header}
@@ -175,12 +206,16 @@ def _read_path(
 
 @contextmanager
 def open_source(
-    source: Any, text_columns: tuple[str, ...] = (), numeric_columns: tuple[str, ...] = ()
+    source: Any,
+    text_columns: tuple[str, ...] = (),
+    numeric_columns: tuple[str, ...] = (),
+    sniff_all: bool = False,
 ) -> Iterator[SourceView]:
     """Open a path, DataFrame, Arrow table, DuckDB relation or :class:`SQL` as a :class:`SourceView`.
 
     ``text_columns`` are read as text from a CSV file (the columns of nominal attributes);
-    ``numeric_columns`` as numbers from a CSV file with a header and no rows.
+    ``numeric_columns`` as numbers from a CSV file with a header and no rows; ``sniff_all``
+    types a CSV file's columns from all its rows.
     """
     if isinstance(source, duckdb.DuckDBPyRelation):
         yield SourceView(con=duckdb.connect(), relation=source)
@@ -198,7 +233,7 @@ def open_source(
             con.execute(f"SET threads = {int(threads)}")
         if isinstance(source, str | os.PathLike):
             with reading(source):
-                relation = _read_path(con, Path(source), text_columns, numeric_columns)
+                relation = _read_path(con, Path(source), text_columns, numeric_columns, sniff_all)
         else:
             module = type(source).__module__.split(".")[0]
             if module == "pyspark":
@@ -285,17 +320,9 @@ def _normalised(column: str, sql_type: str) -> str:
     return f"coalesce(CAST(length({text}) AS VARCHAR) || ':' || {text}, {_NULL})"
 
 
-def fingerprint(source: Any) -> str:
-    """The identity of a data set's records: ``"sha256:<hex>"``, in one scan of ``source``.
-
-    Order-independent (each row's normalised values, columns in sorted-name order, are hashed
-    with MD5; the sums of both 64-bit halves modulo 2^64 and the row count are combined with the
-    sorted column names through SHA-256), so a copy, a rename, a shuffle or a CSV-to-Parquet
-    conversion of the same records gives the same fingerprint and one changed value another.
-    ``source`` is anything :func:`open_source` reads. It identifies the data set to its ledger
-    and must never be published (it would let anyone with a candidate table test it).
-    """
-    with open_source(source) as view:
+def _fingerprint_scan(source: Any, sniff_all: bool) -> tuple[list[tuple[str, str]], Any, Any, Any]:
+    """The sorted (column, type) pairs, the two MD5 half sums and the row count of ``source``."""
+    with open_source(source, sniff_all=sniff_all) as view:
         columns = sorted(view.columns.items())
         if not columns:
             raise DataError("the data has no columns, so it has no identity to charge a budget to")
@@ -306,6 +333,32 @@ def fingerprint(source: Any) -> str:
             "coalesce(sum(CAST(h & 18446744073709551615 AS HUGEINT)), 0), count(*) "
             f"FROM (SELECT md5_number({row}) AS h FROM src)"
         ).fetchall()
+    return columns, upper, lower, n
+
+
+def fingerprint(source: Any) -> str:
+    """The identity of a data set's records: ``"sha256:<hex>"``, in one scan of ``source``.
+
+    Order-independent (each row's normalised values, columns in sorted-name order, are hashed
+    with MD5; the sums of both 64-bit halves modulo 2^64 and the row count are combined with the
+    sorted column names through SHA-256), so a copy, a rename, a shuffle or a CSV-to-Parquet
+    conversion of the same records gives the same fingerprint and one changed value another.
+    ``source`` is anything :func:`open_source` reads. It identifies the data set to its ledger
+    and must never be published (it would let anyone with a candidate table test it).
+    """
+    try:
+        with reading(source):
+            columns, upper, lower, n = _fingerprint_scan(source, sniff_all=False)
+    except DataError as exc:
+        # A CSV value beyond the rows DuckDB typed its column from (a column the release may
+        # not even use): the types are taken from every row instead. Files read the first way
+        # keep their identity; this one has one identity, the same on every read.
+        if not isinstance(exc.__cause__, duckdb.ConversionException) or not isinstance(
+            source, str | os.PathLike
+        ):
+            raise
+        with reading(source):
+            columns, upper, lower, n = _fingerprint_scan(source, sniff_all=True)
     payload = json.dumps(
         [FINGERPRINT_VERSION, [c for c, _ in columns], int(upper) % 2**64, int(lower) % 2**64, n]
     )
