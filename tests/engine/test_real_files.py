@@ -8,6 +8,7 @@ zone (which needs pytz), an interval, a list or a blob is ever made.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import duckdb
@@ -193,3 +194,28 @@ def test_library_messages_do_not_quote_the_data() -> None:
     )
     message = _library_message(error)
     assert message == "Conversion Error: Could not convert string (not shown) to INT32"
+
+
+def test_offending_values_of_every_type_are_shown_as_text(tmp_path: Path) -> None:
+    """With show_values the commonest offending values are fetched as text computed in SQL (a
+    zoned timestamp fetched as a Python value would need pytz)."""
+    parquet = _files(tmp_path)["parquet"]
+    for column, shown in [("zoned", r"'2013-01-01 0\d:00:00\+00' \(1 rows\)"),
+                          ("day", r"'2013-01-0\d' \(1 rows\)"), ("list", r"'\[\d, \d\]'"),
+                          ("a", r": \d \(1 rows\)")]:  # fmt: skip
+        schema = {"attributes": [{"name": column, "kind": "nominal", "categories": ["x"]}]}
+        with pytest.raises(DataError) as info:
+            dpcube.histogram(str(parquet), Schema.from_dict(schema), show_values=True)
+        assert re.search(shown, str(info.value)) and "pytz" not in str(info.value), column
+
+
+def test_a_traceback_quoted_in_a_library_message_is_cut_to_its_last_line() -> None:
+    error = duckdb.InvalidInputException(
+        "Invalid Input Error: Required module 'pytz' failed to import, due to the following "
+        'Python exception:\nTraceback (most recent call last):\n  File "x.py", line 1, in f\n'
+        "ModuleNotFoundError: No module named 'pytz'\n"
+    )
+    assert _library_message(error) == (
+        "Invalid Input Error: Required module 'pytz' failed to import, due to the following "
+        "Python exception: ModuleNotFoundError: No module named 'pytz'"
+    )

@@ -56,7 +56,12 @@ def _examples(table: Table, schema: Schema, exprs: list[str]) -> Any:
 
     def examples(axis: int, code: int) -> list[tuple[Any, int]]:
         columns = schema[schema.axes[axis][0]].columns
-        found = table.rows(offending_values_sql(columns, exprs[axis], code, table.dialect))
+        types = table.columns
+        plain = (*table.dialect.numeric_types, "VARCHAR", "STRING", "TEXT")
+        as_text = tuple(
+            c for c in columns if str(types.get(c, "")).split("(")[0].upper() not in plain
+        )
+        found = table.rows(offending_values_sql(columns, exprs[axis], code, table.dialect, as_text))
         return [(r[0] if len(columns) == 1 else tuple(r[:-1]), int(r[-1])) for r in found]
 
     return examples

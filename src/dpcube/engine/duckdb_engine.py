@@ -108,6 +108,9 @@ def _library_message(exc: BaseException) -> str:
                 "(a nominal attribute reads its column as text)"
             )
             break
+        head, traceback, tail = raw.partition("Traceback (most recent call last):")
+        if traceback:  # a Python traceback quoted in the message: its last line says it all
+            raw = head.rstrip() + " " + ([ln for ln in tail.splitlines() if ln.strip()] or [""])[-1]
         paragraph = _QUOTED_VALUE.sub(r"\1 (not shown)", _QUOTED_ROW.sub("", raw))
         paragraph = re.split(r"\n\s*\n", paragraph.strip(), maxsplit=1)[0]
         text = " ".join(line.strip() for line in paragraph.splitlines() if line.strip())
