@@ -255,3 +255,11 @@ def test_census_from_files_with_every_column_type(tmp_path: Path) -> None:
         ledger = _ledger(tmp_path / f"{path.name}.ledger", 1.0)
         release = dpcube.CensusHierarchy(1.0, method="dp").release(table, ledger=ledger)
         assert release.groups == 6
+
+
+def test_spread_unit_with_a_zoned_timestamp_id_is_named_as_text() -> None:
+    stamps = pd.DataFrame(
+        {"unit": pd.to_datetime(["2013-01-01T05:00:00Z"] * 2), "state": ["GA", "NY"]}
+    )
+    with pytest.raises(DataError, match=r"e\.g\. unit '2013-01-01 05:00:00\+00' in 'GA' and 'NY'"):
+        dpcube.group_sizes(stamps, **ARGS, show_values=True)

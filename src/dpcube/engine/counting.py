@@ -468,8 +468,11 @@ def _raise_spread(
     """The error for ``units`` units in several leaf regions (one named with ``show_values``)."""
     example = " (ids not shown: they are private; show_values=True or --show-values names one)"
     if show_values:
+        plain = (*table.dialect.numeric_types, "VARCHAR", "STRING", "TEXT")
+        kind = str(table.columns.get(unit, "")).split("(")[0].upper()
+        shown = "unit" if kind in plain else table.dialect.text("unit")  # no Python conversion
         bad = table.rows(
-            f"SELECT unit, region, region2 FROM {_text_units(table, unit, region, source)} "
+            f"SELECT {shown}, region, region2 FROM {_text_units(table, unit, region, source)} "
             "WHERE region <> region2 LIMIT 1"
         )[0]
         example = f", e.g. unit {bad[0]!r} in {bad[1]!r} and {bad[2]!r}"
