@@ -172,16 +172,21 @@ def test_cli_on_out_of_domain_reaches_census(
     assert manifest["metadata"]["declared_public"][0]["value"] == 6  # unit Z (in TX) dropped
 
 
-def test_region_outside_the_hierarchy_is_dropped_whole_under_drop() -> None:
-    extra = pd.concat(
-        [PERSONS, pd.DataFrame({"unit": ["Z", "Z"], "state": ["TX", "TX"]})], ignore_index=True
+@pytest.mark.parametrize("rule", [None, "first", "most"])
+def test_rows_outside_the_hierarchy_leaves_are_dropped_one_by_one(rule: str | None) -> None:
+    """Rows are dropped before the units are formed: unit Z (only in TX) is gone, unit A keeps
+    its three GA rows although two more rows of A say TX (with "most" they would otherwise have
+    moved A to TX), and a row in the internal region US is not a leaf's."""
+    extra = pd.DataFrame(
+        {"unit": ["Z", "Z", "A", "A", "B"], "state": ["TX", "TX", "TX", "TX", "US"]}
     )
-    with pytest.raises(DataError, match=r"missing from the hierarchy.*--on-out-of-domain drop"):
-        dpcube.group_sizes(extra, **ARGS)
-    kept = dpcube.group_sizes(extra, **ARGS, on_out_of_domain="drop")
-    assert kept.groups == 6
-    assert kept.report["dropped"]["groups_outside_the_hierarchy_leaves"] == 1
-    assert kept.report["dropped"]["persons_in_them"] == 2
+    data = pd.concat([PERSONS, extra], ignore_index=True)
+    refused = r"missing from the hierarchy.*--on-out-of-domain drop" if rule else "span several"
+    with pytest.raises(DataError, match=refused):
+        dpcube.group_sizes(data, **ARGS, region_of_unit=rule)
+    kept = dpcube.group_sizes(data, **ARGS, on_out_of_domain="drop", region_of_unit=rule)
+    np.testing.assert_array_equal(kept.counts, dpcube.group_sizes(PERSONS, **ARGS).counts)
+    assert kept.report["dropped"]["rows_outside_the_hierarchy_leaves"] == 5
 
 
 # -- a unit in several regions --------------------------------------------------------------------

@@ -335,6 +335,7 @@ def group_size_counts(
     *,
     on_out_of_domain: str = "error",
     region_of_unit: str | None = None,
+    leaves: Sequence[str] | None = None,
     report: dict[str, Any] | None = None,
 ) -> dict[str, NDArray[Any]]:
     """Census group sizes of person rows: each unit's size and leaf region, then the number of
@@ -343,13 +344,16 @@ def group_size_counts(
     Refuses a missing column and a unit in two regions (counted; a unit id and its regions,
     private data, are named only with ``show_values``). Rows with a NULL unit or region follow
     ``on_out_of_domain``: refused under ``"error"`` and ``"clip"`` (a NULL has no nearest
-    value), not counted under ``"drop"``.
+    value), not counted under ``"drop"``; under ``"drop"`` with ``leaves`` (the hierarchy's leaf
+    regions), so are rows whose region is not one of them. Both are filters of single rows,
+    applied before the units are formed, so one person added or removed still changes one unit
+    by one person (or nothing).
 
     ``region_of_unit`` gives a unit seen in several regions one region, whatever the order of
     the rows: ``"first"`` the first of its regions in byte order of the region text (the
     smallest code), ``"most"`` the region of most of its rows (a tie goes to the first of the
-    tied regions in that order). ``report`` (a dict) receives ``null_rows_dropped`` and
-    ``units_reassigned``.
+    tied regions in that order). ``report`` (a dict) receives ``null_rows_dropped``,
+    ``rows_outside_leaves_dropped`` and ``units_reassigned``.
 
     Without ``region_of_unit``, two scans. The first groups the rows by region text (a few
     thousand groups) and counts the NULLs. The second, the heavy one, groups by unit keeping
@@ -386,14 +390,26 @@ def group_size_counts(
             f"{nulls} rows have a NULL {unit!r} or {region!r}{why}; drop or fill them, or leave "
             "them out with --on-out-of-domain drop (on_out_of_domain='drop')"
         )
+    outside: list[str] = []
+    if leaves is not None and on_out_of_domain == "drop":
+        known = set(leaves)
+        outside = sorted(
+            str(row[0]) for row in regions if row[0] is not None and row[0] not in known
+        )
+    outside_rows = sum(int(p) - int(n) for r, _, p, n in regions if r is not None and r in outside)
     if report is not None:
         report["null_rows_dropped"] = nulls
+        report["rows_outside_leaves_dropped"] = outside_rows
         report["units_reassigned"] = 0
-    kept = f"(SELECT * FROM src WHERE {u} IS NOT NULL AND {d.ident(region)} IS NOT NULL) AS kept"
-    source = kept if nulls else "src"
+    keep = [f"{u} IS NOT NULL", f"{d.ident(region)} IS NOT NULL"]
+    if outside:
+        keep.append(f"{text} NOT IN ({', '.join(d.literal(x) for x in outside)})")
+    source = (
+        f"(SELECT * FROM src WHERE {' AND '.join(keep)}) AS kept" if nulls or outside else "src"
+    )
     if region_of_unit is not None:
         return _assigned_group_size_counts(table, unit, region, source, region_of_unit, report)
-    regions = [row for row in regions if row[0] is not None]
+    regions = [row for row in regions if row[0] is not None and row[0] not in outside]
     key_to_region = {int(k): str(name) for name, k, _, _ in regions}
     if len(key_to_region) < len(regions):
         return _group_size_counts_by_text(table, unit, region, show_values, source)

@@ -237,8 +237,8 @@ def group_sizes(
 
     ``on_out_of_domain`` is the policy of every mechanism for rows outside the domain: under
     ``"error"`` (default) and ``"clip"`` a row with a NULL unit or region, or a region missing
-    from the hierarchy or not a leaf of it, is refused; under ``"drop"`` it is not counted (a
-    region outside the hierarchy drops its whole groups). ``region_of_unit`` (``"first"`` or
+    from the hierarchy or not a leaf of it, is refused; under ``"drop"`` the row is not counted
+    (before the units are formed: a unit keeps its other rows). ``region_of_unit`` (``"first"`` or
     ``"most"``, see :func:`~dpcube.engine.counting.group_size_counts`) gives each unit seen in
     several leaf regions one region; without it such a unit is refused.
 
@@ -275,17 +275,11 @@ def group_sizes(
                 show_values,
                 on_out_of_domain=on_out_of_domain,
                 region_of_unit=region_of_unit,
+                leaves=h.names[h.leaves],
                 report=counted,
             )
         )
     frame["region"] = frame["region"].astype(str)
-    leaves = set(h.names[h.leaves])
-    outside = ~frame["region"].isin(leaves)
-    dropped_groups = dropped_persons = 0
-    if outside.any() and on_out_of_domain == "drop":
-        dropped_groups = int(frame.loc[outside, "count"].sum())
-        dropped_persons = int(frame.loc[outside, "persons"].sum())
-        frame = frame.loc[~outside]
     unknown = sorted(set(frame["region"].astype(str)) - set(h.names))
     if unknown:
         named = (
@@ -307,8 +301,7 @@ def group_sizes(
         "on_out_of_domain": on_out_of_domain,
         "dropped": {
             "rows_with_null_unit_or_region": int(counted.get("null_rows_dropped", 0)),
-            "groups_outside_the_hierarchy_leaves": dropped_groups,
-            "persons_in_them": dropped_persons,
+            "rows_outside_the_hierarchy_leaves": int(counted.get("rows_outside_leaves_dropped", 0)),
         },
     }
     if region_of_unit is not None:
