@@ -105,7 +105,7 @@ class GroupSizeTable:
                 shown = (
                     f" ({self.groups:,})"
                     if show_values
-                    else " (not shown: it is a figure of the data; --show-values shows it)"
+                    else " (not shown: it is a figure of the data; show_values=True or --show-values shows it)"
                 )
                 raise DataError(
                     f"{how}: the data holds a different number of groups{shown}; declare the "
