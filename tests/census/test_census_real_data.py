@@ -268,3 +268,53 @@ def test_spread_unit_with_a_zoned_timestamp_id_is_named_as_text() -> None:
     )
     with pytest.raises(DataError, match=r"e\.g\. unit '2013-01-01 05:00:00\+00' in 'GA' and 'NY'"):
         dpcube.group_sizes(stamps, **ARGS, show_values=True)
+
+
+@pytest.mark.parametrize("rule", ["first", "most"])
+def test_reassignment_keeps_the_group_size_sensitivity(rule: str) -> None:
+    """Brute force: with units given one region by ``rule`` (and rows outside the domain dropped),
+    adding or removing one person's row changes each level's group-size vectors by at most 2 in
+    L1 (Lemma 4's bound, which the group-size methods calibrate to); the cumulative vectors move
+    by more (so the other methods refuse such tables)."""
+    h = dpcube.RegionHierarchy.from_parents(
+        {"N": "all", "S": "all", "a": "N", "b": "N", "c": "S", "d": "S"}
+    )
+    rng = np.random.default_rng(7)
+    base = pd.DataFrame(
+        {
+            "unit": rng.integers(0, 6, 14).astype(str),
+            "region": np.array(list("abcd"))[rng.integers(0, 4, 14)],
+        }
+    )
+    args = {"unit": "unit", "region": "region", "hierarchy": h, "max_size": 4, "top_code": True}
+
+    def levels(frame: pd.DataFrame) -> list[np.ndarray]:
+        t = dpcube.group_sizes(frame, **args, on_out_of_domain="drop", region_of_unit=rule)
+        return [t.counts[h.level_slice(level)] for level in range(1, h.levels + 1)]
+
+    def cumulative(vectors: list[np.ndarray]) -> list[np.ndarray]:
+        return [np.cumsum(v, axis=1) for v in vectors]
+
+    before = levels(base)
+    worst, worst_cumulative = 0, 0
+    units = sorted(set(base["unit"]))
+    for unit in units:  # one person joins an existing unit, in any region (or outside)
+        for region in ["a", "b", "c", "d", "zz"]:
+            joined = levels(pd.concat([base, pd.DataFrame({"unit": [unit], "region": [region]})]))
+            worst = max(
+                worst, *(int(np.abs(x - y).sum()) for x, y in zip(before, joined, strict=True))
+            )
+            worst_cumulative = max(
+                worst_cumulative,
+                *(
+                    int(np.abs(x - y).sum())
+                    for x, y in zip(cumulative(before), cumulative(joined), strict=True)
+                ),
+            )
+    for row in range(len(base)):  # one person leaves (a unit of one person leaves with them)
+        if (base["unit"] == base.loc[row, "unit"]).sum() == 1:
+            continue
+        left = levels(base.drop(index=row))
+        worst = max(worst, *(int(np.abs(x - y).sum()) for x, y in zip(before, left, strict=True)))
+    assert worst <= 2
+    assert worst_cumulative > 1  # a move changes several cumulative counts

@@ -453,7 +453,7 @@ class CensusHierarchy(Mechanism):
             raise BudgetError(
                 f"census-hierarchy: units given one region by region_of_unit="
                 f"{data.region_of_unit!r} can move a whole group between regions when one "
-                "person joins, which changes up to 2k cumulative counts, beyond the sensitivity "
+                "person joins, which changes up to 2k - 1 cumulative counts, beyond the sensitivity "
                 f"method={self.method!r} is calibrated to; use method dp, qp, qip or topdown "
                 "(--param method=dp), whose group-size counts still change by at most 2 per "
                 "person, or fix the data"
