@@ -85,7 +85,7 @@ def test_tampered_replicates_are_refused(tmp_path: Path) -> None:
 def test_census_replicates_share_the_hierarchy_table(tmp_path: Path) -> None:
     h = RegionHierarchy.from_parents({"A": "US", "B": "US"})
     leaves = np.array([[40, 20, 10], [30, 25, 5]], dtype=np.int64)  # synthetic group sizes
-    table = GroupSizeTable(h, h.aggregate(leaves))
+    table = GroupSizeTable(h, h.aggregate(leaves), public_groups=True)
     release = CensusHierarchy(1.0, method="cdp").release(table, random_state=2, account=False)
     store_bootstrap(release, runs=20, seed=5)
     release.save(tmp_path / "rel")

@@ -108,6 +108,10 @@ class ReleaseMetadata:
     noiseless: bool = False
     #: Whether the release was charged to a budget ledger (False: ``account=False``, or seeded).
     accounted: bool = True
+    #: Exact figures of the data the mechanism treats as public, each declared by someone:
+    #: ``{"figure", "value", "declared_by", "how"}`` (e.g. the census number of groups G,
+    #: declared by the curator with ``--public-groups``). Nothing else exact is released.
+    declared_public: list[dict[str, Any]] = field(default_factory=list)
     release_id: str = field(default_factory=lambda: os.urandom(16).hex())
     created: str = field(
         default_factory=lambda: _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
@@ -649,6 +653,11 @@ class Release(ABC):
         if not m.for_publication:
             why = "noise switched off" if m.noiseless else "seeded randomness"
             lines.append(f"- **NOT FOR PUBLICATION** ({why}: the noise is reproducible)")
+        for figure in m.declared_public:
+            lines.append(
+                f"- declared public: {figure.get('figure')} = {figure.get('value')} "
+                f"(declared by the {figure.get('declared_by')}: {figure.get('how')})"
+            )
         for key, value in m.report.items():
             lines.append(f"- {key}: {json.dumps(_jsonable(value))}")
         return lines

@@ -146,6 +146,7 @@ class CensusRelease(Release):
         h = self.hierarchy
         leaves = np.clip(self.values[h.leaves], 0, None)
         table = GroupSizeTable(h, h.aggregate(leaves), top_coded=self.top_coded)
+        table.declare_public_groups(declared_by="release", how="the G this release holds")
         mechanism = rebuild_mechanism(self.metadata)
         truth = CensusRelease(
             self.metadata, h, table.counts, table.groups, top_coded=self.top_coded
