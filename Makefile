@@ -1,12 +1,13 @@
 # Two set-up commands, both starting from nothing but Python 3.11+ and make:
 #   make demo   creates .venv, installs the locked dependencies and runs the demo
-#   make test   creates .venv, installs the locked dependencies and runs lint, types and tests
+#   make test   creates .venv, installs the locked dependencies and runs lint, types, the docs build and tests
+#   make docs   builds the documentation site into site/ (mkdocs, warnings as errors)
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest bench clean browser
+.PHONY: demo test lint typecheck pytest bench clean browser docs
 
 $(STAMP): requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,7 +41,11 @@ browser:
 pytest: $(STAMP) browser
 	$(BIN)/python -m pytest -n 2 --dist loadgroup -q
 
-test: lint typecheck pytest
+# The user documentation site (mkdocs.yml): site/, warnings as errors.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+test: lint typecheck docs pytest
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site
