@@ -20,7 +20,7 @@ from doc_blocks import blocks, commands, run_page
 
 REPO = Path(__file__).resolve().parents[2]
 TUTORIALS = REPO / "docs" / "tutorials"
-PAGES = [REPO / "README.md", *sorted(TUTORIALS.glob("*.md"))]
+PAGES = [REPO / "README.md", REPO / "docs" / "getting-started.md", *sorted(TUTORIALS.glob("*.md"))]
 
 
 @pytest.fixture
