@@ -18,6 +18,9 @@ from mkdocs.structure.files import File, Files
 
 # The pages describe the tree being built, whatever dpcube the environment has installed.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from griffe_docstrings import markdown_docstring
 
 CLI_PAGE = "reference/cli.md"
 API_PAGE = "reference/api.md"
@@ -114,7 +117,7 @@ def _summary(name: str) -> str:
 
     obj = getattr(dpcube, name)
     doc = inspect.getdoc(obj) if callable(obj) else None
-    first = (doc or "").strip().split("\n\n")[0].replace("\n", " ")
+    first = markdown_docstring((doc or "").strip().split("\n\n")[0]).replace("\n", " ")
     return first.replace("|", "\\|")
 
 
