@@ -139,7 +139,7 @@ def api_reference() -> str:
         "      members: false",
         "      show_root_heading: false",
         "",
-        "Every name below is `dpcube.NAME`; the link leads to its full entry (signature, "
+        "Every name below is `dpcube.NAME` (`dpcube.Schema`, `dpcube.histogram`, ...); the link leads to its full entry (signature, "
         "parameters, methods) in the page of the module that defines it. This page is generated "
         "from `dpcube.__all__` when the site is built.",
         "",
@@ -147,7 +147,7 @@ def api_reference() -> str:
     for group, names in groups.items():
         lines += [f"## {group}", "", "| name | what it is |", "|---|---|"]
         for name in names:
-            lines.append(f"| [`dpcube.{name}`][{_defined_in(name)}] | {_summary(name)} |")
+            lines.append(f"| [`{name}`][{_defined_in(name)}] | {_summary(name)} |")
         lines.append("")
     return "\n".join(lines)
 
