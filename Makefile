@@ -41,9 +41,10 @@ browser:
 pytest: $(STAMP) browser
 	$(BIN)/python -m pytest -n 2 --dist loadgroup -q
 
-# The user documentation site (mkdocs.yml): site/, warnings as errors.
+# The user documentation site (mkdocs.yml): site/, warnings as errors (not --quiet: it hides the
+# warnings from --strict, which then passes a broken link).
 docs: $(STAMP)
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 test: lint typecheck docs pytest
 
