@@ -364,12 +364,16 @@ class Release(ABC):
         level: float = 0.95,
         runs: int | None = None,
         seed: int | None = None,
+        intervals: str = "trusted",
     ) -> Any:
         """The answers to ``queries`` with their error estimate and intervals at ``level``
-        (an :class:`dpcube.release.uncertainty.Uncertainty`: exact, bootstrap or none)."""
+        (an :class:`dpcube.release.uncertainty.Uncertainty`: exact, bound, bootstrap or none;
+        ``intervals="model"`` asks for the model-based bootstrap, never trusted)."""
         from dpcube.release.uncertainty import answer_uncertainty
 
-        return answer_uncertainty(self, queries, level=level, runs=runs, seed=seed)
+        return answer_uncertainty(
+            self, queries, level=level, runs=runs, seed=seed, intervals=intervals
+        )
 
     def intervals(
         self,

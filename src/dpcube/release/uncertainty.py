@@ -79,7 +79,22 @@ RELEASE_RUNS = 100
 #: Fewest replicates accepted: below this the tail quantiles of a 95 % interval are the extremes.
 MIN_RUNS = 20
 
-Kind = Literal["exact", "bootstrap", "none"]
+Kind = Literal["exact", "bound", "bootstrap", "none"]
+#: What an interval is, per answer: ``exact`` (the exact noise of a linear unbiased estimate),
+#: ``bound`` (valid by construction whatever the data, e.g.
+#: :meth:`~dpcube.mechanisms.spatial.release.LeafRelease.bound_interval_many`), ``model`` (a
+#: parametric bootstrap under a model of the data: never trusted), ``none`` (no interval).
+IntervalKind = Literal["exact", "bound", "model", "none"]
+#: Which intervals :func:`answer_uncertainty` gives: ``"trusted"`` (the default: exact or bound
+#: where the release has one) or ``"model"`` (the model-based bootstrap, labelled untrusted).
+INTERVALS = ("trusted", "model")
+#: The interval kind of each :data:`Kind` of estimate.
+INTERVAL_KIND: dict[str, IntervalKind] = {
+    "exact": "exact",
+    "bound": "bound",
+    "bootstrap": "model",
+    "none": "none",
+}
 
 #: Beta concentration of the uniformity-error widening of spatial leaf releases whose splits
 #: equalise sibling counts (the kd-tree). 0 is the Bhatia-Davis bound (no assumption on how the
@@ -121,10 +136,34 @@ class Uncertainty:
     #: bootstrap's mean square error: the interval rests mostly on a model of how the points
     #: cluster inside leaves (coverage there: docs/experiments/coverage.md).
     untrusted: NDArray[np.bool_] | None = None
+    #: What each answer's interval is (:data:`IntervalKind`); filled from ``kind`` when not given.
+    interval_kind: NDArray[np.str_] | None = None
+    #: One line per answer saying why its interval is what it is; ``reason`` for all when not given.
+    reasons: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        n = len(self.answers)
+        if self.interval_kind is None:
+            kinds = np.full(n, INTERVAL_KIND[self.kind], dtype="<U5")
+            object.__setattr__(self, "interval_kind", kinds)
+        if self.reasons is None:
+            object.__setattr__(self, "reasons", (self.reason,) * n)
+        assert self.interval_kind is not None
+        # Only exact and bound intervals are valid by construction: a model interval or none
+        # is never trusted.
+        weak = ~np.isin(self.interval_kind, ("exact", "bound"))
+        if self.untrusted is not None:
+            weak = weak | np.asarray(self.untrusted, dtype=bool)
+        object.__setattr__(self, "untrusted", weak if weak.any() else None)
 
     def trusted(self, i: int) -> bool:
         """Whether answer ``i``'s interval can be trusted (see ``untrusted``)."""
         return self.untrusted is None or not bool(self.untrusted[i])
+
+    def why(self, i: int) -> str:
+        """The one-line reason of answer ``i``'s interval."""
+        assert self.reasons is not None
+        return self.reasons[i]
 
 
 @dataclass(frozen=True)
@@ -208,6 +247,14 @@ def uncertainty_kind(release: Release) -> tuple[Kind, str]:
         return "none", "noise switched off: these answers are exact for tests only"
     if bool(getattr(release, "linear_unbiased", False)):
         return "exact", "linear noise, unbiased estimate: exact noise sd"
+    if callable(getattr(release, "bound_interval_many", None)):
+        no_bound = getattr(release, "bound_unavailable", None)
+        if not no_bound:
+            return "bound", "bound valid on any data from the exact noise of the leaf counts"
+        return "none", (
+            f"no trusted interval: {no_bound}; intervals='model' (--intervals model) gives a "
+            "model-based one, not trusted"
+        )
     unavailable = getattr(release, "bootstrap_unavailable", None)
     if callable(getattr(release, "bootstrap_world", None)) and not unavailable:
         why = getattr(release, "bootstrap_reason", "the estimate is not linear in the noise")
@@ -231,8 +278,15 @@ def answer_uncertainty(
     seed: int | None = None,
     method: str | None = None,
     uniformity_kappa: float | None = UNIFORMITY_KAPPA,
+    intervals: str = "trusted",
 ) -> Uncertainty:
     """The uncertainty of ``release``'s answers to ``queries`` (see the module docstring).
+
+    ``intervals``: ``"trusted"`` (default) gives each answer the exact interval of a linear
+    unbiased estimate, or a bound valid on any data (spatial partitions whose leaf noise is known:
+    :meth:`~dpcube.mechanisms.spatial.release.LeafRelease.bound_interval_many`), else what the
+    release has (a model-based bootstrap, flagged untrusted, or none); ``"model"`` asks for the
+    model-based bootstrap where the release has one (never trusted: ``interval_kind`` "model").
 
     ``uniformity_kappa``: the Beta concentration of the uniformity-error model of releases that
     widen their intervals for it: a release with ``uniformity_widening(queries, kappa) ->
@@ -258,9 +312,21 @@ def answer_uncertainty(
         raise ReleaseError(f"level must be in (0, 1), got {level!r}")
     if method not in (None, "exact", "bootstrap"):
         raise ReleaseError(f"method must be 'exact' or 'bootstrap', got {method!r}")
+    if intervals not in INTERVALS:
+        raise ReleaseError(f"intervals must be 'trusted' or 'model', got {intervals!r}")
     answers = np.asarray(release.answer_many(queries), dtype=np.float64)
     noise_sd = np.sqrt(np.asarray(release.variance_many(queries), dtype=np.float64))
     kind, reason = uncertainty_kind(release)
+    has_bootstrap = callable(getattr(release, "bootstrap_world", None)) and not getattr(
+        release, "bootstrap_unavailable", None
+    )
+    if intervals == "model" and kind != "exact":
+        if not has_bootstrap:
+            raise ReleaseError(
+                f"a {release.kind!r} release of {release.metadata.mechanism!r} has no "
+                "model-based interval"
+            )
+        method = "bootstrap"
     if (
         method == "bootstrap"
         and callable(getattr(release, "bootstrap_world", None))
@@ -270,6 +336,13 @@ def answer_uncertainty(
     elif method is not None and method != kind:
         raise ReleaseError(f"a {release.kind!r} release has no {method} error estimate ({reason})")
     n = len(answers)
+    if kind == "bound":
+        nan = np.full(n, np.nan)
+        lower, upper, reasons = release.bound_interval_many(queries, level)  # type: ignore[attr-defined]
+        return Uncertainty(
+            answers, nan, noise_sd, lower, upper, nan, "bound", reason, level,
+            reasons=tuple(reasons),
+        )  # fmt: skip
     if kind == "exact":
         z = _normal_quantile(level)
         return Uncertainty(
@@ -292,20 +365,21 @@ def answer_uncertainty(
     lower, upper, rms = bootstrap_interval(answers, errors, level, extra)
     assumed_many = getattr(release, "assumed_many", None)
     assumed = np.asarray(assumed_many(queries), dtype=np.float64) if assumed_many else None
-    # Where the modelled uniformity error outweighs the rest of the measured (bootstrap) error,
-    # the interval rests mostly on a model of how the points cluster inside the cut leaves.
-    untrusted = None if modelled is None else modelled > np.mean(errors**2, axis=0)
+    # A model-based interval is never trusted (Uncertainty.__post_init__ flags every answer).
+    reason += f"; {MODEL_NOTE}"
+    untrusted = np.ones(n, dtype=bool)
     return Uncertainty(
         answers, rms, noise_sd, lower, upper, errors.mean(axis=0), "bootstrap", reason, level,
         runs, assumed, untrusted,
     )  # fmt: skip
 
 
+#: What a model-based interval's reason says.
+MODEL_NOTE = "model-based: valid only as far as the bootstrap world resembles the data"
 #: What a flagged answer says (:attr:`Uncertainty.untrusted`).
 UNTRUSTED_NOTE = (
-    "NOT TRUSTWORTHY: the interval rests mostly on a model of how the points lie inside the "
-    "leaves this query cuts (such answers covered 77-97 % on clustered data, "
-    "docs/experiments/coverage.md)"
+    "NOT TRUSTED: a model-based interval, not valid by construction (on data it was not tuned "
+    "on such intervals covered 55-77 %, docs/experiments/coverage.md)"
 )
 
 
@@ -471,6 +545,13 @@ def format_answer(answer: float, uncertainty: Uncertainty, i: int) -> str:
     """
     pct = f"{100 * uncertainty.level:g}%"
     value = _fmt(float(answer))
+    if uncertainty.kind == "bound":
+        lo, hi = float(uncertainty.lower[i]), float(uncertainty.upper[i])
+        line = f"{value} ({pct} bound interval {_fmt(lo)} .. {_fmt(hi)}, valid on any data"
+        noise = float(uncertainty.noise_sd[i])
+        if np.isfinite(noise):
+            line += f"; noise sd {_fmt(noise)}, noise only, not the error"
+        return line + ")"
     if uncertainty.kind == "exact":
         lo, hi, sd = (
             float(a[i]) for a in (uncertainty.lower, uncertainty.upper, uncertainty.stddev)
@@ -498,9 +579,12 @@ def format_answer(answer: float, uncertainty: Uncertainty, i: int) -> str:
 
 __all__ = [
     "DEFAULT_RUNS",
+    "INTERVALS",
+    "MODEL_NOTE",
     "RELEASE_RUNS",
     "UNTRUSTED_NOTE",
     "BootstrapWorld",
+    "IntervalKind",
     "Uncertainty",
     "answer_uncertainty",
     "bootstrap_errors",
