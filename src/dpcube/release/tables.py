@@ -216,9 +216,11 @@ def rows_from_cells(
     runs: int | None = None,
     seed: int | None = None,
     cuboid: Sequence[str] | None = None,
+    intervals: str = "trusted",
 ) -> LabelledRows:
-    """The labelled rows given by their label columns and queries (one per row)."""
-    u = release.uncertainty(queries, level=level, runs=runs, seed=seed)
+    """The labelled rows given by their label columns and queries (one per row); ``intervals``
+    as in :func:`dpcube.release.uncertainty.answer_uncertainty`."""
+    u = release.uncertainty(queries, level=level, runs=runs, seed=seed, intervals=intervals)
     columns: dict[str, Any] = {k: list(v) for k, v in labels.items()}
     n = len(queries)
 
@@ -235,8 +237,10 @@ def rows_from_cells(
     if u.kind != "exact":
         columns["noise_sd"] = floats(u.noise_sd)
         columns["error_kind"] = [str(u.kind)] * n
-    if u.untrusted is not None:  # spatial leaf releases: False where the interval is mostly a bound
-        columns["trusted"] = [not bool(x) for x in u.untrusted]
+    # every row says whether its interval is valid by construction, what it is and why
+    columns["trusted"] = [u.trusted(i) for i in range(n)]
+    columns["interval_kind"] = [str(k) for k in u.interval_kind]
+    columns["interval_reason"] = list(u.reasons)
     info = {
         "release_id": release.metadata.release_id,
         "kind": release.kind,
