@@ -73,7 +73,10 @@ def format_table(rows: Any) -> str:
     """Labelled rows as aligned text: the labels, the estimate and its interval."""
     info = rows.info
     columns = rows.columns
-    hidden = {"level", "noise_sd", "error_kind", "stddev"}
+    hidden = {"level", "noise_sd", "error_kind", "stddev", "interval_kind", "interval_reason"}
+    flags = list(columns.get("trusted", []))
+    if all(flags):  # every interval trusted: no column; else a visible NO per row
+        hidden.add("trusted")
     names = [
         n
         for n in columns
@@ -81,6 +84,8 @@ def format_table(rows: Any) -> str:
     ]
 
     def cell(value: Any) -> str:
+        if isinstance(value, bool):
+            return "yes" if value else "NO"
         if isinstance(value, float):
             return "nan" if math.isnan(value) else f"{value:.6g}"
         return str(value)
@@ -93,12 +98,19 @@ def format_table(rows: Any) -> str:
     kind = info.get("error_kind")
     if kind == "exact":
         lines.append(f"lower/upper: {100 * level:g}% interval (exact noise sd)")
+    elif kind == "bound":
+        lines.append(f"lower/upper: {100 * level:g}% bound interval, valid on any data")
     elif kind == "bootstrap":
         lines.append(
             f"lower/upper: {100 * level:g}% bootstrap interval ({info.get('error_reason')})"
         )
     else:
         lines.append(f"no error estimate: {info.get('error_reason')}")
+    if not all(flags):
+        reasons = sorted(
+            {str(r) for r, ok in zip(columns.get("interval_reason", []), flags, strict=True) if not ok}
+        )
+        lines.append(f"trusted NO: interval NOT TRUSTED ({'; '.join(reasons)})")
     return "\n".join(lines)
 
 
@@ -117,11 +129,11 @@ def written_by_dpcube(path: Path, fmt: str) -> bool:
     except Exception:  # unreadable or not Parquet: not ours
         return False
     names = [n.strip().strip('"') for n in header.split(",")]
-    # The error columns end the header, or come before noise_sd,error_kind (not exact), and
-    # trusted (spatial leaf releases).
+    # The error columns end the header, or come before noise_sd,error_kind (not exact) and
+    # trusted,interval_kind,interval_reason (every table; older tables: trusted alone or none).
     return any(
         tuple(names[len(names) - len(ERROR_COLUMNS) - extra : len(names) - extra]) == ERROR_COLUMNS
-        for extra in (0, 2, 3)
+        for extra in (0, 2, 3, 5)
     )
 
 
@@ -244,7 +256,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         kind = info.get("error_kind")
         what = (
             f"{100 * level:g}% intervals ({kind})"
-            if kind in ("exact", "bootstrap")
+            if kind in ("exact", "bound", "bootstrap")
             else f"no error estimate ({info.get('error_reason')})"
         )
         print(f"lower/upper: {what}", file=out)
