@@ -54,7 +54,7 @@ def test_list_releases_by_folder_name(client: TestClient, release_dirs: dict[str
     by_name = {r["name"]: r for r in listed}
     assert by_name["cells"]["kind"] == "cells" and by_name["cells"]["mechanism"] == "identity"
     assert by_name["census"]["kind"] == "census_hierarchy"
-    assert {r["error_kind"] for r in listed} == {"exact", "bootstrap"}
+    assert {r["error_kind"] for r in listed} == {"exact", "bootstrap", "bound"}
     for name, row in by_name.items():
         meta = load_release(release_dirs[name]).metadata
         assert (row["epsilon"], row["neighbour"], row["release_id"]) == (
@@ -104,10 +104,16 @@ def test_answers_equal_the_release_in_process(
     for i, a in enumerate(body["answers"]):
         assert a["answer"] == u.answers[i]
         for key, values in (("lower", u.lower), ("upper", u.upper), ("stddev", u.stddev)):
-            assert a[key] == pytest.approx(values[i], rel=1e-12, abs=1e-12)
+            if np.isnan(values[i]):  # a bound interval has no error sd
+                assert a[key] is None
+            else:
+                assert a[key] == pytest.approx(values[i], rel=1e-12, abs=1e-12)
         noise = u.noise_sd[i]
         assert a["noise_sd"] == (None if np.isnan(noise) else pytest.approx(noise))
         assert a["error_kind"] == kind
+        # every answer says whether its interval is valid by construction, what it is and why
+        assert a["trusted"] is u.trusted(i) and a["interval_kind"] == str(u.interval_kind[i])
+        assert a["interval_reason"] == u.why(i)
     assert body["bootstrap_runs"] == runs
     assert "NOT FOR PUBLICATION" in body["not_for_publication"]
 

@@ -73,13 +73,14 @@ def start(*argv: str) -> tuple[subprocess.Popen[str], str]:
 
 
 def test_workers_share_one_bootstrap_seed(release_dirs: dict[str, Path]) -> None:
-    proc, url = start(str(release_dirs["grid"]), "--workers", "2", "--runs", "20")
+    # the census release: its intervals are a bootstrap (a grid's are a bound, with no replicates)
+    proc, url = start(str(release_dirs["census"]), "--workers", "2", "--runs", "20")
     try:
-        query = {"queries": [{"loc": {"bins": [[0, 1], [0, 3]]}}]}
+        query = {"queries": [{"region": "GA", "size": [1, 2]}]}
         answers = []
         for _ in range(8):  # a new connection each time: either worker may answer
             with httpx.Client(timeout=10) as client:
-                answers.append(client.post(url + "api/releases/grid/answer", json=query).json())
+                answers.append(client.post(url + "api/releases/census/answer", json=query).json())
         assert answers[0]["error_kind"] == "bootstrap"
         assert all(a == answers[0] for a in answers)  # the same interval from every worker
     finally:
