@@ -115,6 +115,13 @@ def uncertainty_caption(u: Uncertainty) -> str:
     'Error bars and intervals: 95% interval = estimate +- 1.96 x the exact noise sd'
     """
     pct = f"{100 * u.level:g}%"
+    if u.kind == "bound":
+        return (
+            f"Error bars and intervals: {pct} bound interval, valid on any data: from the noisy "
+            "sums of the leaves a query covers and of those it touches, with the exact "
+            "distribution of their noise (half the miss probability each); it holds whatever the "
+            "records do inside the leaves a query cuts, so it is wider than a model-based one."
+        )
     if u.kind == "exact":
         z = NormalDist().inv_cdf(0.5 + u.level / 2.0)
         return (
@@ -137,7 +144,8 @@ def uncertainty_caption(u: Uncertainty) -> str:
         return (
             f"Error bars and intervals: {pct} parametric-bootstrap interval from {u.runs} re-runs "
             f"of the mechanism on the release itself (no budget spent), covering the error with "
-            f"its bias, not only the noise ({u.reason}).{hidden}{coarse}"
+            f"its bias, not only the noise ({u.reason}).{hidden}{coarse} NOT TRUSTED: a "
+            "model-based interval, not valid by construction on every data set."
         )
     if u.reason == NOISE_ONLY:
         z = NormalDist().inv_cdf(0.5 + u.level / 2.0)
