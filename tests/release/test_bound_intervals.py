@@ -69,7 +69,9 @@ def _lattice() -> tuple[Histogram, list[dict[str, Any]], np.ndarray]:
     F = np.zeros((SIDE, SIDE), dtype=np.int64)
     F[::STEP, ::STEP] = MASS
     queries = [
-        {"p": {"bins": [[i, i], [j, j]]}} for i in range(0, SIDE, STEP) for j in range(0, SIDE, STEP)
+        {"p": {"bins": [[i, i], [j, j]]}}
+        for i in range(0, SIDE, STEP)
+        for j in range(0, SIDE, STEP)
     ]
     return Histogram(spatial_case_schema(SIDE, SIDE), F), queries, np.full(len(queries), MASS)
 

@@ -230,7 +230,9 @@ def test_data_cubes_exact_without_clamping_and_bootstrap_with_it() -> None:
     assert u.kind == "exact"
     np.testing.assert_array_equal(u.stddev, np.sqrt(linear.variance_many(qs)))
     clamped = DataCube(1.0, nonnegative=True).release(hist, random_state=1, account=False)
-    b = answer_uncertainty(clamped, qs, intervals="model", runs=20, seed=1)  # non-linear: a bootstrap (issue #13)
+    b = answer_uncertainty(
+        clamped, qs, intervals="model", runs=20, seed=1
+    )  # non-linear: a bootstrap (issue #13)
     assert b.kind == "bootstrap" and "bootstrap interval" in format_answer(b.answers[0], b, 0)
 
 

@@ -53,7 +53,9 @@ def test_widened_intervals_contain_the_bootstrap_ones_and_flag_the_bound(
     queries = [
         {"p": {"bins": [[0, r], [0, c]]}} for r in range(4, side, 5) for c in range(3, side, 7)
     ]
-    plain = answer_uncertainty(release, queries, intervals="model", runs=20, seed=3, uniformity_kappa=None)
+    plain = answer_uncertainty(
+        release, queries, intervals="model", runs=20, seed=3, uniformity_kappa=None
+    )
     wide = answer_uncertainty(release, queries, intervals="model", runs=20, seed=3)
     assert np.all(wide.lower <= plain.lower) and np.all(wide.upper >= plain.upper)
     assert np.any(wide.upper > plain.upper)  # some query cuts a populated leaf

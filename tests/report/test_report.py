@@ -374,9 +374,9 @@ def test_bootstrap_runs_are_stated_and_saved_replicates_preferred(
     text = (rel / "report.html").read_text()
     assert "bound interval, valid on any data" in text and "re-runs" not in text
     assert json.loads((rel / "manifest.json").read_text())["bootstrap"]["runs"] == RELEASE_RUNS
-    # a census release's intervals are a bootstrap: the report computes the fewest replicates
-    # and says they are coarse, or as many as asked
-    census = saved("census-hierarchy", "census-dp", tmp_path)
+    # an L1-consistent data cube's intervals are a bootstrap: the report computes the fewest
+    # replicates and says they are coarse, or as many as asked
+    census = saved("datacube", "datacube-bmax-l1", tmp_path)
     write_report(census, seed=1, default_runs=RELEASE_REPORT_RUNS)
     text = (census / "report.html").read_text()
     assert f"interval from {RELEASE_REPORT_RUNS} re-runs" in text and "coarse" in text
@@ -397,9 +397,19 @@ def test_bootstrap_runs_are_stated_and_saved_replicates_preferred(
 def test_a_costly_bootstrap_is_skipped_within_a_budget_and_labelled(tmp_path: Path) -> None:
     """With a CPU budget (dpcube release's report), a bootstrap that would exceed it is skipped:
     the bars are the noise sd, labelled as noise only, and the page says how to get the rest."""
-    release = load_release(saved("census-hierarchy", "census-dp", tmp_path))
+    from dpcube.mechanisms.datacube import DataCube
+
+    s = Schema.from_dict(
+        {"attributes": [{"name": n, "kind": "nominal", "categories": ["0", "1"]} for n in "ab"]}
+    )
+    clamped = DataCube(1.0, nonnegative=True).release(
+        Histogram(s, [[10, 20], [30, 40]]), random_state=1
+    )
+    release = load_release(clamped.save(tmp_path / "clamped"))
     text = build_report(release, seed=1, bootstrap_budget_s=0.0)
-    assert "NOISE SD ONLY, NOT THE ERROR" in text and "parametric-bootstrap interval" not in text
+    # a clamped cube does not know its answers' noise sd: no bars at all, and it says so
+    assert "this release does not know its noise sd" in text
+    assert "parametric-bootstrap interval" not in text
     assert "skipped in this report" in text and "dpcube report REL computes" in text
     text = build_report(release, seed=1, bootstrap_budget_s=1e9)
     assert "parametric-bootstrap interval from 50 re-runs" in text and "NOISE SD ONLY" not in text

@@ -108,7 +108,11 @@ def format_table(rows: Any) -> str:
         lines.append(f"no error estimate: {info.get('error_reason')}")
     if not all(flags):
         reasons = sorted(
-            {str(r) for r, ok in zip(columns.get("interval_reason", []), flags, strict=True) if not ok}
+            {
+                str(r)
+                for r, ok in zip(columns.get("interval_reason", []), flags, strict=True)
+                if not ok
+            }
         )
         lines.append(f"trusted NO: interval NOT TRUSTED ({'; '.join(reasons)})")
     return "\n".join(lines)

@@ -250,7 +250,8 @@ def uncertainty_kind(release: Release) -> tuple[Kind, str]:
     if callable(getattr(release, "bound_interval_many", None)):
         no_bound = getattr(release, "bound_unavailable", None)
         if not no_bound:
-            return "bound", "bound valid on any data from the exact noise of the leaf counts"
+            why = getattr(release, "bound_reason", "from figures whose noise is exactly known")
+            return "bound", f"bound valid on any data: {why}"
         return "none", (
             f"no trusted interval: {no_bound}; intervals='model' (--intervals model) gives a "
             "model-based one, not trusted"
@@ -356,10 +357,10 @@ def answer_uncertainty(
     if runs < MIN_RUNS:
         raise ReleaseError(f"runs must be at least {MIN_RUNS} for a bootstrap, got {runs}")
     errors = bootstrap_errors(release, queries, runs=runs, seed=seed)
-    extra = modelled = None
+    extra = None
     widening = getattr(release, "uniformity_widening", None)
     if widening is not None and uniformity_kappa is not None:
-        extra, modelled, note = widening(queries, uniformity_kappa)
+        extra, _modelled, note = widening(queries, uniformity_kappa)
         if note:
             reason += f"; {note}"
     lower, upper, rms = bootstrap_interval(answers, errors, level, extra)

@@ -117,10 +117,8 @@ def uncertainty_caption(u: Uncertainty) -> str:
     pct = f"{100 * u.level:g}%"
     if u.kind == "bound":
         return (
-            f"Error bars and intervals: {pct} bound interval, valid on any data: from the noisy "
-            "sums of the leaves a query covers and of those it touches, with the exact "
-            "distribution of their noise (half the miss probability each); it holds whatever the "
-            "records do inside the leaves a query cuts, so it is wider than a model-based one."
+            f"Error bars and intervals: {pct} bound interval, valid on any data ({u.reason}): it "
+            "assumes nothing about the data, so it is wider than a model-based interval."
         )
     if u.kind == "exact":
         z = NormalDist().inv_cdf(0.5 + u.level / 2.0)

@@ -560,6 +560,12 @@ class LeafRelease(Release):
             return modelled, modelled, note
         return None, modelled, None
 
+    #: What a bound interval rests on (:func:`~dpcube.release.uncertainty.uncertainty_kind`).
+    bound_reason = (
+        "the noisy counts of the leaves a query covers and of those it touches, with their exact "
+        "noise; it holds whatever the points do inside the leaves the query cuts"
+    )
+
     @property
     def bound_unavailable(self) -> str | None:
         """Why :meth:`bound_interval_many` cannot be used (None where it can): it needs each
