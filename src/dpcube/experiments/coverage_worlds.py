@@ -225,7 +225,7 @@ def _tally(
             cell[2] += 1
 
 
-def run_spatial_world(tally: Tally, w: int, seed: int, quick: bool) -> None:
+def run_spatial_world(tally: Tally, w: int, seed: int, quick: bool, per_shape: int) -> None:
     from dpcube import registry
     from dpcube.mechanisms.spatial._common import spatial_case_schema
 
@@ -234,7 +234,7 @@ def run_spatial_world(tally: Tally, w: int, seed: int, quick: bool) -> None:
     side = 32 if quick else int(rng.choice([64, 128]))
     F = spatial_world(family, side, rng, quick)
     hist = Histogram(spatial_case_schema(side, side), F)
-    boxes = spatial_queries(side, 8 if quick else 25, rng)
+    boxes = spatial_queries(side, per_shape, rng)
     queries = [{"p": {"bins": b.tolist()}} for _, b in boxes]
     truth = box_sums(prefix_sums(F), np.stack([b for _, b in boxes])).astype(np.float64)
     shapes = [s for s, _ in boxes]
@@ -246,13 +246,13 @@ def run_spatial_world(tally: Tally, w: int, seed: int, quick: bool) -> None:
         _tally(tally, (label, family, ""), u, truth, shapes)
 
 
-def run_census_world(tally: Tally, w: int, seed: int, quick: bool) -> None:
+def run_census_world(tally: Tally, w: int, seed: int, quick: bool, per_shape: int) -> None:
     from dpcube.mechanisms.census.mechanism import CensusHierarchy
 
     rng = np.random.default_rng(seed + w)
     family = CENSUS_FAMILIES[w % len(CENSUS_FAMILIES)]
     table = census_world(family, rng, quick)
-    picked = census_queries(table, 8 if quick else 30, rng)
+    picked = census_queries(table, per_shape, rng)
     queries = [q for _, q in picked]
     h = table.hierarchy
     truth = np.array(
@@ -280,15 +280,19 @@ def threshold(n: int) -> float:
     return LEVEL - 2.0 * math.sqrt(LEVEL * (1 - LEVEL) / max(n, 1))
 
 
-def run(worlds: int, seed: int = 0, quick: bool = False) -> list[dict[str, Any]]:
+def run(
+    worlds: int, seed: int = 0, quick: bool = False, per_shape: int = 8
+) -> list[dict[str, Any]]:
     """The table's rows: mechanism, family, shape, trusted answers, covered, coverage, the
-    threshold, whether it passes, and the answers with no trusted interval."""
+    threshold, whether it passes, and the answers with no trusted interval. ``per_shape``:
+    queries of each shape per world (answers of one release share its noise: more worlds with
+    fewer queries each give a sharper table than the reverse)."""
     tally: Tally = defaultdict(lambda: [0, 0, 0])
     for w in range(worlds):
         if w % 2 == 0:
-            run_spatial_world(tally, w // 2, seed, quick)
+            run_spatial_world(tally, w // 2, seed, quick, per_shape)
         else:
-            run_census_world(tally, w // 2, seed, quick)
+            run_census_world(tally, w // 2, seed, quick, per_shape)
     rows = []
     for (mech, family, shape), (n, covered, untrusted) in sorted(tally.items()):
         coverage = covered / n if n else float("nan")
@@ -329,11 +333,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--worlds", type=int, default=100, help="worlds (half spatial, half census)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quick", action="store_true", help="small worlds (the test suite)")
+    p.add_argument("--queries", type=int, default=8, help="queries of each shape per world")
     p.add_argument("--out", required=True, help="directory for coverage_worlds.{csv,md}")
     args = p.parse_args(argv)
-    if args.worlds < 1:
-        p.error(f"--worlds must be at least 1, got {args.worlds}")
-    rows = run(args.worlds, args.seed, args.quick)
+    if args.worlds < 1 or args.queries < 1:
+        p.error(f"--worlds and --queries must be at least 1, got {args.worlds}, {args.queries}")
+    rows = run(args.worlds, args.seed, args.quick, args.queries)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     header = list(rows[0]) if rows else []
