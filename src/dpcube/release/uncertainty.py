@@ -1,6 +1,19 @@
-"""Honest uncertainty for every answer: the exact noise sd, a parametric bootstrap, or "none".
+"""Honest uncertainty for every answer: the exact noise sd, a bound, a parametric bootstrap, or none.
 
-Two kinds of release answers (issue #13 part 3):
+**Trusted means valid by construction.** Each answer carries ``interval_kind`` (``exact``,
+``bound``, ``model``, ``none``), a one-line reason, and ``untrusted``: only ``exact`` intervals
+(below) and ``bound`` intervals are trusted. A bound holds whatever the data: a release kind
+that has one provides ``bound_interval_many(queries, level) -> (lower, upper, reasons)`` and
+``bound_unavailable`` (spatial partitions whose leaf counts are each their own noise draw,
+:meth:`~dpcube.mechanisms.spatial.release.LeafRelease.bound_interval_many`; census releases from
+their noisy measurements before post-processing,
+:meth:`~dpcube.mechanisms.census.release.CensusRelease.bound_interval_many`; both from the exact
+quantiles of discrete Laplace sums, :mod:`dpcube.release.bounds`). The parametric bootstrap below
+is a ``model`` interval, never trusted: the default only where a release has neither an exact
+variance nor a bound and is not a partition or census release (whose answers without a bound get
+``none`` with the reason); elsewhere ``intervals="model"`` asks for it.
+
+The estimates (``kind``):
 
 - **exact** (``kind="exact"``): the noise is linear and the estimator unbiased (Identity,
   Privelet, the matrix mechanism, data cubes without clamping or rounding). The answer's error is
@@ -25,6 +38,7 @@ Two kinds of release answers (issue #13 part 3):
   household sizes at epsilon = 0.1 (M_DP and M_CDP, 4 releases, 100 replicates) the basic
   interval alone covered 75-78 % of the true counts, the hull 96-97 %. ``stddev`` is the root
   mean square of ``e`` (bias included).
+- **bound** (``kind="bound"``): the release's ``bound_interval_many`` (above); ``stddev`` NaN.
 - **none** (``kind="none"``): no error estimate (the reason says why).
 
 ``noise_sd`` is the noise-only figure where the release knows it (e.g. HTF's independent leaf
@@ -573,7 +587,7 @@ def format_answer(answer: float, uncertainty: Uncertainty, i: int) -> str:
             line += f"; {UNTRUSTED_NOTE}"
         return line + ")"
     reason = uncertainty.reason
-    if not reason.startswith("no error estimate"):
+    if not reason.startswith(("no error estimate", "no trusted interval")):
         reason = f"no error estimate: {reason}"
     return f"{value} ({reason})"
 
