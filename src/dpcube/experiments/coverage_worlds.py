@@ -345,8 +345,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     csv = (
         ",".join(header) + "\n" + "".join(",".join(str(r[h]) for h in header) + "\n" for r in rows)
     )
+    import sys
+
+    given = list(argv) if argv is not None else sys.argv[1:]
     command = "python -m dpcube.experiments.coverage_worlds " + " ".join(
-        a for a in (argv if argv is not None else []) if a
+        a for a in given if not a.startswith("/")
     )
     write_atomic(out / "coverage_worlds.csv", csv.encode())
     write_atomic(out / "coverage_worlds.md", markdown(rows, command.strip()).encode())
