@@ -146,10 +146,11 @@ def test_cli_release_stores_replicates_and_refuses_few(
     out = json.loads(capsys.readouterr().out)
     assert out["error_kind"] == "bootstrap" and out["lower"] <= out["answer"] <= out["upper"]
     assert out["trusted"] is False and out["interval_kind"] == "model"
-    # by default the consistent kd-tree has no trusted interval, and says so
+    # by default the interval is a bound from the leaves' own noisy counts: trusted
     assert main(["query", str(tmp_path / "r1"), *where]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["trusted"] is False and out["interval_kind"] == "none" and out["lower"] is None
+    assert out["trusted"] is True and out["interval_kind"] == "bound"
+    assert out["lower"] <= out["answer"] <= out["upper"]
     # A release whose error is exact: the flag has no effect and says so.
     code = main(
         [

@@ -59,9 +59,8 @@ from dpcube.release.uncertainty import answer_uncertainty
 LEVEL = 0.95
 SPATIAL_FAMILIES = ("uniform", "clustered", "heavy", "roads", "sparse", "corners")
 CENSUS_FAMILIES = ("long_tail", "small_regions", "big_groups", "households")
-#: Spatial mechanisms: (label, registry name, extra parameters). The consistent kd-tree and
-#: quadtree and AG have no trusted interval (their leaf noise is not each leaf's own draw): they
-#: are run to count their answers without one.
+#: Spatial mechanisms: (label, registry name, extra parameters); ``-nc``: without consistency
+#: (the bound then rests on the released leaves, not on the raw counts kept beside them).
 SPATIAL_MECHANISMS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("ug", "ug", {}),
     ("htf", "htf", {}),

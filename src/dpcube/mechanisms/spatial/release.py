@@ -296,6 +296,9 @@ class LeafRelease(Release):
         counts: NDArray[Any],
         variances: NDArray[np.float64] | None = None,
         budget_paths: NDArray[np.float64] | None = None,
+        *,
+        raw_counts: NDArray[Any] | None = None,
+        raw_variances: NDArray[np.float64] | None = None,
     ) -> None:
         super().__init__(schema, metadata)
         self.shape = grid_shape(schema)
@@ -307,6 +310,18 @@ class LeafRelease(Release):
         self.budget_paths = (
             None if budget_paths is None else np.asarray(budget_paths, dtype=np.float64)
         )
+        #: Each leaf's own noisy count before post-processing (least-squares consistency of the
+        #: quadtree and kd-tree, AG's combination of its two levels) and its noise variance, or
+        #: None. They are the mechanism's own measurements, covered by its guarantee; their noise
+        #: is each leaf's own draw, which :meth:`bound_interval_many` needs.
+        self.raw_counts = None if raw_counts is None else np.asarray(raw_counts)
+        self.raw_variances = (
+            None if raw_variances is None else np.asarray(raw_variances, dtype=np.float64)
+        )
+        if (self.raw_counts is None) != (self.raw_variances is None) or (
+            self.raw_counts is not None and self.raw_counts.shape != self.leaf_counts.shape
+        ):
+            raise ReleaseError("raw leaf counts need one count and one variance per leaf")
         self._prefix: NDArray[np.float64] | None = None
 
     @property
@@ -571,12 +586,14 @@ class LeafRelease(Release):
         """Why :meth:`bound_interval_many` cannot be used (None where it can): it needs each
         released leaf count to be the leaf's true count plus its own independent discrete Laplace
         draw of known variance, drawn after the partition was chosen (UG, PrivTree, HTF, Uniform,
-        and the quadtree and kd-tree with ``consistency=False``)."""
+        the quadtree and kd-tree without consistency), or the release to keep such counts from
+        before its post-processing (:attr:`raw_counts`: the consistent trees, AG)."""
         distribution = str((self.metadata.noise or {}).get("distribution", ""))
-        if self.variances is None:
+        if self.variances is None and self.raw_variances is None:
             return (
                 "its leaf counts are post-processed (consistency or a combination of levels), so "
-                "a leaf's noise is not its own known draw"
+                "a leaf's noise is not its own known draw, and the release does not carry the "
+                "leaves' own noisy counts (saved before they were kept)"
             )
         if not distribution.startswith("discrete_laplace"):
             return f"its leaf noise is {distribution or 'not stated'}, not discrete Laplace"
@@ -610,19 +627,28 @@ class LeafRelease(Release):
         t_C, sum_T c_L + t_T]``. Clipping the lower end at 0 (a count is never negative) and
         taking the hull with the released answer only widens it. A query that cuts no leaf gets
         ``C = T``: an interval of the noise alone.
+
+        A post-processed release (the consistent quadtree and kd-tree, AG) answers from its
+        post-processed counts, whose noise mixes several draws; the proof above then runs on
+        the leaves' own noisy counts before post-processing (:attr:`raw_counts`, each ``n_L``
+        plus the leaf's own draw, of variance :attr:`raw_variances`), which the release keeps.
         """
         from dpcube.release.bounds import discrete_laplace_sum_point
 
         why = self.bound_unavailable
         if why is not None:
             raise ReleaseError(f"no bound interval for this release: {why}")
-        assert self.variances is not None
+        # a post-processed release answers from its consistent counts; its bound rests on the
+        # leaves' own noisy counts (raw_counts), whose noise is each leaf's own draw
+        own = self.raw_counts if self.raw_counts is not None else self.leaf_counts
+        variances = self.raw_variances if self.raw_variances is not None else self.variances
+        assert variances is not None
         boxes = self.boxes(queries)
         area = (
             (self.rects[:, 1] - self.rects[:, 0]) * (self.rects[:, 3] - self.rects[:, 2])
         ).astype(np.float64)
-        groups, group = np.unique(self.variances, return_inverse=True)
-        counts = np.asarray(self.leaf_counts, dtype=np.float64)
+        groups, group = np.unique(variances, return_inverse=True)
+        counts = np.asarray(own, dtype=np.float64)
         q = len(boxes)
         covered_sum, touched_sum = np.zeros(q), np.zeros(q)
         covered_m, touched_m = np.zeros((q, len(groups))), np.zeros((q, len(groups)))
@@ -715,6 +741,9 @@ class LeafRelease(Release):
             columns["variance"] = pa.array(self.variances)
         if self.budget_paths is not None:
             columns["path_epsilon"] = pa.array(self.budget_paths)
+        if self.raw_counts is not None and self.raw_variances is not None:
+            columns["raw_count"] = pa.array(self.raw_counts)
+            columns["raw_variance"] = pa.array(self.raw_variances)
         return {"leaves": pa.table(columns)}
 
     @classmethod
@@ -740,6 +769,8 @@ class LeafRelease(Release):
             column_numpy(t, "count"),
             column_numpy(t, "variance") if "variance" in names else None,
             column_numpy(t, "path_epsilon") if "path_epsilon" in names else None,
+            raw_counts=column_numpy(t, "raw_count") if "raw_count" in names else None,
+            raw_variances=column_numpy(t, "raw_variance") if "raw_variance" in names else None,
         )
 
     def report_lines(self) -> list[str]:
