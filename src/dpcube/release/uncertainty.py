@@ -393,8 +393,8 @@ def answer_uncertainty(
 MODEL_NOTE = "model-based: valid only as far as the bootstrap world resembles the data"
 #: What a flagged answer says (:attr:`Uncertainty.untrusted`).
 UNTRUSTED_NOTE = (
-    "NOT TRUSTED: a model-based interval, not valid by construction (on data it was not tuned "
-    "on such intervals covered 55-77 %, docs/experiments/coverage.md)"
+    "NOT TRUSTED: a model-based interval, not valid by construction; it holds only as far as "
+    "the data resembles the bootstrap's model (docs/experiments/coverage.md)"
 )
 
 

@@ -279,7 +279,7 @@ def marginal_sections(release: Release, options: ReportOptions) -> str:
     skipped: list[str] = []
     try:
         total = estimate(release, [_boxed(release, {}, {})], options)
-        shown = with_interval(total.answers[0], total.lower[0], total.upper[0])
+        shown = with_interval(total.answers[0], total.lower[0], total.upper[0], total.trusted(0))
         parts.append(
             f'<p id="total">Released total: <b>{shown}</b></p>'
             f'<p class="dpcube-uncertainty">{esc(uncertainty_caption(total))}</p>'
@@ -459,7 +459,7 @@ def leaf_table(release: Any, options: ReportOptions) -> str:
     names = list(labels)
     rows = [
         [esc(f"{float(labels[n][i]):.8g}") for n in names]  # coordinates: not rounded
-        + [with_interval(u.answers[k], u.lower[k], u.upper[k])]
+        + [with_interval(u.answers[k], u.lower[k], u.upper[k], u.trusted(k))]
         for k, i in enumerate(order.tolist())
     ]
     shown = (
@@ -510,7 +510,9 @@ def census_section(release: Any, options: ReportOptions) -> str:
 
     def row(r: int) -> list[str]:
         base = position[r] * per
-        cells = [with_interval(u.answers[base + j], u.lower[base + j], u.upper[base + j])
+        cells = [with_interval(
+                u.answers[base + j], u.lower[base + j], u.upper[base + j], u.trusted(base + j)
+            )
                  for j in range(per)]  # fmt: skip
         return [esc(h.names[r]), *cells]
 
@@ -587,7 +589,7 @@ def cuboid_tables(release: Any, options: ReportOptions) -> str:
         columns = [c for c in labels if c not in edges]
         rows = [
             [esc(labels[c][i]) for c in columns]
-            + [with_interval(u.answers[i], u.lower[i], u.upper[i])]
+            + [with_interval(u.answers[i], u.lower[i], u.upper[i], u.trusted(i))]
             for i in range(keep)
         ]
         title = ", ".join(names) if names else "total (no attribute)"
