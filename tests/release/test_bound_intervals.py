@@ -218,3 +218,13 @@ def test_census_chain_noise_has_no_trusted_interval_and_says_why() -> None:
     u = answer_uncertainty(release, queries[:2])
     assert u.kind == "none" and np.isnan(u.lower).all() and not u.trusted(0)
     assert "chain" in u.reason
+
+
+def test_tables_carry_the_flag_and_take_the_model_on_request() -> None:
+    hist, _, _ = _lattice()
+    release = UniformGrid(1.0, grid_size=SIDE // STEP).release(hist, random_state=0, account=False)
+    trusted = release.to_pandas()
+    assert trusted.trusted.all() and set(trusted.interval_kind) == {"bound"}
+    assert trusted.interval_reason.str.contains("valid on any data").all()
+    model = release.to_pandas(intervals="model", runs=20, seed=1)
+    assert not model.trusted.any() and set(model.interval_kind) == {"model"}

@@ -158,6 +158,7 @@ def labelled_table(
     cuboid: Sequence[str] | str | None = None,
     runs: int | None = None,
     seed: int | None = None,
+    intervals: str = "trusted",
     where: Mapping[str, Any] | None = None,
 ) -> pa.Table:
     """The release's labelled table (see the module docstring).
@@ -185,7 +186,14 @@ def labelled_table(
         )
     labels, queries = release.table_cells(names, where)
     return table_from_cells(
-        release, labels, queries, level=level, runs=runs, seed=seed, cuboid=names
+        release,
+        labels,
+        queries,
+        level=level,
+        runs=runs,
+        seed=seed,
+        cuboid=names,
+        intervals=intervals,
     )
 
 
@@ -263,10 +271,18 @@ def table_from_cells(
     runs: int | None = None,
     seed: int | None = None,
     cuboid: Sequence[str] | None = None,
+    intervals: str = "trusted",
 ) -> pa.Table:
     """:func:`rows_from_cells` as an Arrow table (its ``info`` in the metadata key ``dpcube``)."""
     return rows_from_cells(
-        release, labels, queries, level=level, runs=runs, seed=seed, cuboid=cuboid
+        release,
+        labels,
+        queries,
+        level=level,
+        runs=runs,
+        seed=seed,
+        cuboid=cuboid,
+        intervals=intervals,
     ).to_arrow()
 
 
