@@ -347,9 +347,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     import sys
 
     given = list(argv) if argv is not None else sys.argv[1:]
-    command = "python -m dpcube.experiments.coverage_worlds " + " ".join(
-        a for a in given if not a.startswith("/")
-    )
+    # the command as given, the output directory (a local path) written as DIR
+    shown = ["DIR" if i > 0 and given[i - 1] == "--out" else a for i, a in enumerate(given)]
+    command = "python -m dpcube.experiments.coverage_worlds " + " ".join(shown)
     write_atomic(out / "coverage_worlds.csv", csv.encode())
     write_atomic(out / "coverage_worlds.md", markdown(rows, command.strip()).encode())
     failing = [r for r in rows if not r["passes"]]
