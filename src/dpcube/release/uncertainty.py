@@ -144,11 +144,9 @@ class Uncertainty:
     #: The part of each answer resting on the uniformity assumption (leaves the query cuts, see
     #: ``LeafRelease.assumed_many``), which the bootstrap cannot see; NaN where not applicable.
     assumed: NDArray[np.float64] | None = None
-    #: Answers whose interval cannot be trusted (True), None where every answer's can: for spatial
-    #: leaf releases, those where the modelled uniformity error of the leaves the query cuts (the
-    #: bound for the kd-tree; the bound times ``uniformity_dispersion`` otherwise) exceeds the
-    #: bootstrap's mean square error: the interval rests mostly on a model of how the points
-    #: cluster inside leaves (coverage there: docs/experiments/coverage.md).
+    #: Answers whose interval cannot be trusted (True), None where every answer's can. Only
+    #: ``exact`` and ``bound`` intervals are trusted (valid by construction); every ``model`` or
+    #: ``none`` answer is flagged (set in ``__post_init__``; a caller may flag more).
     untrusted: NDArray[np.bool_] | None = None
     #: What each answer's interval is (:data:`IntervalKind`); filled from ``kind`` when not given.
     interval_kind: NDArray[np.str_] | None = None
