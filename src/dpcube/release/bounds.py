@@ -107,9 +107,13 @@ def discrete_laplace_sum_point(
     """
     m = np.asarray(multiplicity, dtype=np.float64)
     v = np.asarray(variances, dtype=np.float64)
-    out = np.zeros(m.shape[0])
     if m.size == 0 or v.size == 0:
-        return out
+        return np.zeros(m.shape[0])
+    if m.shape[0] > 1:  # queries that sum the same noises share one point
+        rows, back = np.unique(m, axis=0, return_inverse=True)
+        if len(rows) < m.shape[0]:
+            return discrete_laplace_sum_point(rows, v, tail)[np.ravel(back)]
+    out = np.zeros(m.shape[0])
     far = discrete_laplace_sum_tail(m, v, OUTSIDE)
     chernoff = discrete_laplace_sum_tail(m, v, tail)
     for i in np.flatnonzero(m.sum(axis=1) > 0):
