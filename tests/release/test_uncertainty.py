@@ -232,7 +232,7 @@ def test_data_cubes_exact_without_clamping_and_bootstrap_with_it() -> None:
     clamped = DataCube(1.0, nonnegative=True).release(hist, random_state=1, account=False)
     b = answer_uncertainty(
         clamped, qs, intervals="model", runs=20, seed=1
-    )  # non-linear: a bootstrap (issue #13)
+    )  # non-linear: a bootstrap
     assert b.kind == "bootstrap" and "bootstrap interval" in format_answer(b.answers[0], b, 0)
 
 
