@@ -29,6 +29,7 @@ does not name are unconstrained.
 from __future__ import annotations
 
 import bisect
+import difflib
 import functools
 import json
 import math
@@ -799,11 +800,44 @@ class Spatial:
 Attribute: TypeAlias = Ordinal | Nominal | Spatial
 
 
-def _attribute_from_dict(d: Mapping[str, Any]) -> Attribute:
+#: The keys a schema may use, at each level: any other key is refused (a misspelt ``colum``
+#: would otherwise be ignored and the attribute read from the wrong column).
+SCHEMA_KEYS = ("attributes",)
+ATTRIBUTE_KEYS = {
+    "ordinal": ("name", "kind", "column", "edges", "range", "width"),
+    "nominal": ("name", "kind", "column", "categories", "hierarchy", "root"),
+    "spatial": ("name", "kind", "columns", "bbox", "resolution"),
+}
+
+
+def _refuse_unknown_keys(
+    d: Mapping[str, Any], accepted: Sequence[str], where: str, source: str | None
+) -> None:
+    """One line naming the file, the place, the unknown key, the closest accepted key and all."""
+    for key in d:
+        if key in accepted:
+            continue
+        close = difflib.get_close_matches(str(key), accepted, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        prefix = f"schema file {source!r}, " if source else "schema: "
+        raise SchemaError(
+            f"{prefix}{where}: unknown key {key!r}{hint}; accepted keys: {', '.join(accepted)}"
+        )
+
+
+def _attribute_from_dict(d: Mapping[str, Any], source: str | None = None) -> Attribute:
     if not isinstance(d, Mapping) or "name" not in d:
+        if isinstance(d, Mapping):
+            every = tuple(dict.fromkeys(k for keys in ATTRIBUTE_KEYS.values() for k in keys))
+            _refuse_unknown_keys(d, every, "an attribute", source)
         raise SchemaError(f"each attribute needs a 'name'; got {d!r}")
     name = str(d["name"])
     kind = d.get("kind")
+    if isinstance(kind, str) and kind in ATTRIBUTE_KEYS:
+        _refuse_unknown_keys(d, ATTRIBUTE_KEYS[kind], f"attribute {name!r}", source)
+    else:
+        every = tuple(dict.fromkeys(k for keys in ATTRIBUTE_KEYS.values() for k in keys))
+        _refuse_unknown_keys(d, every, f"attribute {name!r}", source)
     column = str(d.get("column", ""))
     if kind == "ordinal":
         if "edges" in d:
@@ -884,11 +918,16 @@ class Schema:
         _name_list((a.name for a in self.attributes), "attribute name", "schema")
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Schema:
-        """Build from ``{"attributes": [...]}`` (the YAML/JSON layout of the README)."""
+    def from_dict(cls, d: Mapping[str, Any], *, source: str | None = None) -> Schema:
+        """Build from ``{"attributes": [...]}`` (the YAML/JSON layout of the README).
+
+        A key that is not one of :data:`SCHEMA_KEYS` or, for its kind, :data:`ATTRIBUTE_KEYS` is
+        refused (``source``, the file read, is named in the message).
+        """
         if not isinstance(d, Mapping) or not isinstance(d.get("attributes"), list):
             raise SchemaError("a schema is a mapping with a list under 'attributes'")
-        return cls(tuple(_attribute_from_dict(a) for a in d["attributes"]))
+        _refuse_unknown_keys(d, SCHEMA_KEYS, "top level", source)
+        return cls(tuple(_attribute_from_dict(a, source) for a in d["attributes"]))
 
     @classmethod
     def from_file(cls, path: str | Path) -> Schema:
@@ -915,7 +954,7 @@ class Schema:
             raise SchemaError(
                 f"schema file {str(p)!r} is not valid YAML: {yaml_error_line(exc)}"
             ) from None
-        return cls.from_dict(data)
+        return cls.from_dict(data, source=str(p))
 
     def to_dict(self) -> dict[str, Any]:
         return {"attributes": [a.to_dict() for a in self.attributes]}

@@ -90,7 +90,7 @@ def browser_releases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path
                   "drop", "--out", str(dirs["map"]), *common])  # fmt: skip
         _release(["release", str(census / "persons.csv"), "--mechanism", "census-hierarchy",
                   "--group-by", "household", "--region", "county", "--hierarchy",
-                  str(census / "regions.csv"), "--max-size", "8", "--top-code",
+                  str(census / "regions.csv"), "--max-size", "8", "--top-code", "--groups-are-public",
                   "--out", str(dirs["census"]), *common])  # fmt: skip
         for directory in dirs.values():
             _release(["report", str(directory), "--runs", str(RUNS), "--bootstrap-seed", "1"])

@@ -207,7 +207,7 @@ def test_no_noise_identity(method: str) -> None:
     """Test 6: with the noise off, every post-processor returns n exactly (objective 0)."""
     rng = np.random.default_rng(6)
     h = random_hierarchy(rng)
-    t = dpcube.GroupSizeTable(h, random_table(rng, h, 5))
+    t = dpcube.GroupSizeTable(h, random_table(rng, h, 5), public_groups=True)
     r = dpcube.CensusHierarchy(1.0, method=method).release(t, random_state=NO_NOISE)
     assert r.values.tolist() == t.counts.tolist()
     assert r.metadata.noise.get("objective", 0.0) == pytest.approx(0.0)
@@ -217,7 +217,7 @@ def test_determinism_and_save_load(tmp_path) -> None:  # type: ignore[no-untyped
     """Test 7 + release plumbing: same seed, same output; another seed, other noise; save/load."""
     rng = np.random.default_rng(7)
     h = random_hierarchy(rng)
-    t = dpcube.GroupSizeTable(h, random_table(rng, h, 6, mean=20))
+    t = dpcube.GroupSizeTable(h, random_table(rng, h, 6, mean=20), public_groups=True)
     mech = dpcube.CensusHierarchy(1.0, method="cdp")
     a, b, c = (mech.release(t, random_state=s) for s in (1, 1, 2))
     assert np.array_equal(a.values, b.values) and not np.array_equal(a.values, c.values)
@@ -233,7 +233,7 @@ def test_determinism_and_save_load(tmp_path) -> None:  # type: ignore[no-untyped
 def test_as_published_is_labelled_and_refused_by_ledger(tmp_path) -> None:  # type: ignore[no-untyped-def]
     rng = np.random.default_rng(8)
     h = random_hierarchy(rng)
-    t = dpcube.GroupSizeTable(h, random_table(rng, h, 4))
+    t = dpcube.GroupSizeTable(h, random_table(rng, h, 4), public_groups=True)
     r = dpcube.CensusHierarchy(1.0, method="cdp", noise_mode="as_published").release(
         t, random_state=1
     )
@@ -257,7 +257,9 @@ def test_exact_mechanism_invariants(seed: int, method: str, epsilon: float) -> N
     """Test 23: integer, >= 0, consistent, every level sums to G (#CV = 0), on random instances."""
     rng = np.random.default_rng(seed)
     h = random_hierarchy(rng, levels=int(rng.integers(2, 4)), max_branch=4)
-    t = dpcube.GroupSizeTable(h, random_table(rng, h, int(rng.integers(1, 8)), mean=3))
+    t = dpcube.GroupSizeTable(
+        h, random_table(rng, h, int(rng.integers(1, 8)), mean=3), public_groups=True
+    )
     r = dpcube.CensusHierarchy(epsilon, method=method).release(t, random_state=seed)
     assert violations(h, r.values, t.groups) == CLEAN
 

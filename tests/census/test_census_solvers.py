@@ -138,7 +138,7 @@ def test_mechanism_runs_the_new_programs(method: str) -> None:
     from dpcube.mechanisms.census.hierarchy import RegionHierarchy
 
     h = RegionHierarchy.from_parents({"GA": "US", "NY": "US"})
-    t = GroupSizeTable(h, h.aggregate(np.array([[2, 0, 1], [1, 1, 1]])))
+    t = GroupSizeTable(h, h.aggregate(np.array([[2, 0, 1], [1, 1, 1]])), public_groups=True)
     r = CensusHierarchy(1.0, method=method).release(t, random_state=1)
     noise = r.metadata.noise
     assert noise["solver"] == ("highs-mip" if method.startswith("qip") else "clarabel")

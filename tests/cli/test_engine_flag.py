@@ -87,6 +87,7 @@ def _cases(f: dict[str, Path]) -> dict[str, list[str]]:
             str(f["regions"]),
             "--max-size",
             "20",
+            "--groups-are-public",
         ),
         "ug --user-column": _release(
             f,

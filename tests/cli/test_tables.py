@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -255,6 +256,39 @@ def test_export_never_overwrites_a_file_dpcube_did_not_write(
     assert run(capsys, *again, "--overwrite")[0] == 0  # dpcube's own export: replaced
     assert run(capsys, "export", str(tmp_path / "r"), "--format", "parquet")[0] == 2  # no --out
     assert run(capsys, *again, "--overwrite", "--level", "1.5")[0] == 2
+
+
+def test_export_overwrites_only_its_own_unchanged_file_never_a_lookalike(
+    cells: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cells.save(tmp_path / "r")
+    first = tmp_path / "first.csv"
+    export = ("export", str(tmp_path / "r"), "--format", "csv")
+    assert run(capsys, *export, "--out", str(first))[0] == 0
+    # A user's CSV whose header is exactly dpcube's (copied from an export): not dpcube's file.
+    mine = tmp_path / "mine.csv"
+    mine.write_text(first.read_text().splitlines()[0] + "\nmy,own,figures\n")
+    code, _, err = run(capsys, *export, "--out", str(mine), "--overwrite")
+    assert code == 2 and "not written by dpcube export" in err and err.count("\n") == 1
+    assert mine.read_text().endswith("my,own,figures\n")
+    # dpcube's own export, edited by its user since: theirs now, not replaced.
+    first.write_text(first.read_text() + "a note\n")
+    assert run(capsys, *export, "--out", str(first), "--overwrite")[0] == 2
+    assert first.read_text().endswith("a note\n")
+    # A Parquet file carrying dpcube's table metadata, written by someone else: not replaced.
+    from dpcube.release.tables import METADATA_KEY
+
+    lookalike = tmp_path / "other.parquet"
+    pq.write_table(pa.table({"x": [1]}).replace_schema_metadata({METADATA_KEY: "{}"}), lookalike)
+    parquet = ("export", str(tmp_path / "r"), "--format", "parquet", "--out", str(lookalike))
+    assert run(capsys, *parquet, "--overwrite")[0] == 2
+    assert pq.read_table(lookalike).column_names == ["x"]
+    # Its own export is replaced, again and again (the mark follows the new content).
+    own = tmp_path / "own.parquet"
+    parquet = ("export", str(tmp_path / "r"), "--format", "parquet", "--out", str(own))
+    assert run(capsys, *parquet)[0] == 0
+    assert run(capsys, *parquet, "--overwrite", "--level", "0.8")[0] == 0
+    assert run(capsys, *parquet, "--overwrite", "--level", "0.9")[0] == 0
 
 
 def test_export_datacube_writes_one_file_per_cuboid(

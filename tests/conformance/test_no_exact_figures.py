@@ -324,6 +324,7 @@ def test_cli_census_group_sizes(tmp_path: Path) -> None:
             str(hierarchy),
             "--max-size",
             "4",
+            "--groups-are-public",
         )
 
     assert_no_exact_figures(release, tmp_path)

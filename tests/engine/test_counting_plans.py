@@ -158,4 +158,7 @@ def test_hashed_group_sizes_refuse_like_the_text_plan(monkeypatch: pytest.Monkey
     nulls.loc[3, "unit"] = pd.NA
     nulls.loc[5, "region"] = None
     nulls.loc[7, "unit"], nulls.loc[7, "region"] = pd.NA, None  # one row, both NULL
-    assert group_sizes(nulls) == "3 rows have a NULL 'unit' or 'region'; drop or fill them"
+    assert group_sizes(nulls) == (
+        "3 rows have a NULL 'unit' or 'region'; drop or fill them, or leave them out with "
+        "--on-out-of-domain drop (on_out_of_domain='drop')"
+    )

@@ -171,6 +171,27 @@ def test_group_sizes_equal_on_both_engines_with_top_coding(spark: Any) -> None:
     assert messages[0] == messages[1]
 
 
+def test_census_preparation_policies_equal_on_both_engines(spark: Any) -> None:
+    """NULL units and regions and rows outside the hierarchy dropped, and units in several regions given one (both rules), the
+    same on DuckDB and Spark (ties to the smallest region text on both)."""
+    rng = np.random.default_rng(5)
+    units = rng.integers(0, 40, 400).astype(object)
+    regions = np.array(["a", "b", "c"], dtype=object)[rng.integers(0, 3, 400)]
+    units[:5], regions[5:9], regions[9:12] = None, None, "zz"  # zz: not in the hierarchy
+    persons = pd.DataFrame({"unit": units, "region": regions})
+    hierarchy = {"a": "all", "b": "all", "c": "all"}
+    args = {"unit": "unit", "region": "region", "hierarchy": hierarchy, "max_size": 30}
+    for rule in ("first", "most"):
+        duck = dpcube.group_sizes(persons, **args, on_out_of_domain="drop", region_of_unit=rule)
+        spk = dpcube.group_sizes(
+            spark_frame(spark, persons), **args, on_out_of_domain="drop", region_of_unit=rule
+        )
+        np.testing.assert_array_equal(duck.counts, spk.counts)
+        assert duck.report == spk.report and duck.report["units_reassigned"] > 0
+        assert duck.report["dropped"]["rows_with_null_unit_or_region"] == 9
+        assert duck.report["dropped"]["rows_outside_the_hierarchy_leaves"] == 3
+
+
 def test_user_bounding_chooses_the_same_points_on_both_engines(spark: Any) -> None:
     frame = dirty()
     sdf = spark_frame(spark, frame)

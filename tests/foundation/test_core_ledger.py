@@ -13,7 +13,7 @@ import pytest
 from dpcube.errors import BudgetError
 from dpcube.histogram import Histogram
 from dpcube.mechanisms.identity import Identity
-from dpcube.privacy.ledger import BudgetLedger
+from dpcube.privacy.ledger import Budget, BudgetLedger, RequestedTotal
 from dpcube.privacy.random import SeededRandomSource
 from dpcube.schema import Schema
 
@@ -168,4 +168,48 @@ def test_refused_release_draws_no_noise(tmp_path: Path) -> None:
     with pytest.raises(BudgetError, match=r"0\.4 of 1 left"):
         Identity(0.6).release(hist, random_state=Counting(2), ledger=ledger)
     assert Counting.words_drawn == 0
+    assert len(ledger.charges()) == 1
+
+
+def test_a_short_budget_never_reads_as_enough(tmp_path: Path) -> None:
+    """1e300 - 1 prints as 1e+300 in six digits: the refusal must not claim 1e+300 is left."""
+    ledger = BudgetLedger(tmp_path / "d.ledger")
+    ledger.set_total(1e300)
+    ledger.charge(1.0, mechanism="identity")
+    with pytest.raises(BudgetError) as info:
+        ledger.charge(1e300, mechanism="identity")
+    assert "less than 1e+300 of 1e+300 left (1 spent)" in str(info.value)
+
+
+def test_requested_total_is_set_with_the_charge_or_not_at_all(tmp_path: Path) -> None:
+    ledger = BudgetLedger(tmp_path / "d.ledger")
+    with pytest.raises(BudgetError, match="exceeds the remaining budget"):
+        ledger.charge(0.5, mechanism="identity", requested_total=RequestedTotal(0.2))
+    assert not ledger.has_total() and ledger.charges() == []  # the refusal recorded nothing
+    ledger.charge(0.1, mechanism="identity", requested_total=RequestedTotal(0.2))
+    assert ledger.total() == Budget(0.2, 0.0) and ledger.spent().epsilon == 0.1
+    ledger.charge(0.1, mechanism="identity", requested_total=RequestedTotal(0.2, 0.0))
+    for requested, flag in ((RequestedTotal(0.3), "--total-epsilon 0.3"),
+                            (RequestedTotal(0.2, 1e-6), "--total-delta 1e-06")):  # fmt: skip
+        with pytest.raises(BudgetError, match="differs from the total") as info:
+            ledger.charge(1e-3, mechanism="identity", requested_total=requested)
+        assert flag in str(info.value)
+        with pytest.raises(BudgetError, match="differs from the total"):
+            ledger.check_requested_total(requested)
+    assert len(ledger.charges()) == 2 and ledger.total() == Budget(0.2, 0.0)
+
+
+def test_an_epsilon_beyond_the_smallest_noise_scale_is_refused(tmp_path: Path) -> None:
+    """Noise of scale below 2**-8 is no noise (its variance is 0 in floating point): refused as
+    such before the charge, not as a budget too short."""
+    schema = Schema.from_dict(
+        {"attributes": [{"name": "x", "kind": "nominal", "categories": ["a", "b"]}]}
+    )
+    hist = Histogram(schema, np.array([3, 4]))
+    ledger = BudgetLedger(tmp_path / "d.ledger")
+    ledger.set_total(1e300)
+    with pytest.raises(BudgetError, match=r"too large.*use epsilon <= 256"):
+        Identity(1e300).release(hist, ledger=ledger)
+    assert ledger.charges() == []
+    Identity(256.0).release(hist, ledger=ledger)  # the largest accepted
     assert len(ledger.charges()) == 1

@@ -278,15 +278,15 @@ def test_crash_mid_save_leaves_the_earlier_release_intact(
     second = sample_release(2)
     real_write = release_base.write_atomic
 
-    def crash_on_manifest(path: Path, data: bytes) -> None:
+    def crash_on_manifest(path: Path, data: bytes, **kw: Any) -> None:
         if path.name == MANIFEST:  # the new tables are on disk; the manifest switch never happens
             raise Crash
-        real_write(path, data)
+        real_write(path, data, **kw)
 
     monkeypatch.setattr(release_base, "write_atomic", crash_on_manifest)
     with pytest.raises(Crash):
         second.save(d, overwrite=True)
-    monkeypatch.undo()
+    monkeypatch.setattr(release_base, "write_atomic", real_write)  # DPCUBE_HOME stays
     assert len(list(d.glob("*.parquet"))) == 2  # the new tables were written ...
     for name, content in before.items():  # ... but nothing of the earlier release changed
         assert (d / name).read_bytes() == content, name
@@ -324,10 +324,10 @@ def test_crash_mid_save_leaves_the_earlier_report(
     report = (d / REPORT).read_text()
     real_write = release_base.write_atomic
 
-    def crash_on_manifest(path: Path, data: bytes) -> None:
+    def crash_on_manifest(path: Path, data: bytes, **kw: Any) -> None:
         if path.name == MANIFEST:
             raise Crash
-        real_write(path, data)
+        real_write(path, data, **kw)
 
     monkeypatch.setattr(release_base, "write_atomic", crash_on_manifest)
     with pytest.raises(Crash):

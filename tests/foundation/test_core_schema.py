@@ -406,3 +406,56 @@ def test_spatial_attribute_properties() -> None:
         }
     )
     assert s.shape == (16, 16)
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "key", "closest"),
+    [
+        (
+            "attributes:\n  - {name: sex, kind: nominal, categories: [F, M], colum: gender}\n",
+            "attribute 'sex'",
+            "colum",
+            "column",
+        ),
+        (
+            "attributes:\n  - {name: age, kind: ordinal, range: [0, 9], widht: 1, width: 1}\n",
+            "attribute 'age'",
+            "widht",
+            "width",
+        ),
+        (
+            "attributes:\n  - {name: sex, knd: nominal, categories: [F, M]}\n",
+            "attribute 'sex'",
+            "knd",
+            "kind",
+        ),
+        (
+            "attribute: []\nattributes:\n  - {name: sex, kind: nominal, categories: [F, M]}\n",
+            "top level",
+            "attribute",
+            "attributes",
+        ),
+    ],
+)
+def test_unknown_schema_keys_are_refused(
+    tmp_path: Path, text: str, where: str, key: str, closest: str
+) -> None:
+    """A misspelt key is an error naming the file, the attribute, the key and the fix, never
+    ignored (``colum: gender`` would otherwise read the column ``sex``)."""
+    path = tmp_path / "schema.yaml"
+    path.write_text(text)
+    with pytest.raises(SchemaError) as info:
+        Schema.from_file(path)
+    message = str(info.value)
+    assert "\n" not in message and str(path) in message and where in message
+    assert f"unknown key {key!r} (did you mean {closest!r}?)" in message
+    assert "accepted keys: " in message
+
+
+def test_every_schema_file_of_the_project_loads() -> None:
+    """The examples and docs schemas use only accepted keys."""
+    root = Path(__file__).resolve().parents[2]
+    files = sorted([*root.glob("examples/*/*.yaml"), *root.glob("docs/examples/*.yaml")])
+    assert len(files) >= 5
+    for path in files:
+        Schema.from_file(path)

@@ -107,20 +107,26 @@ def test_leftovers_of_an_interrupted_save_are_removed_by_the_next(
     d = tmp_path / "rel"
     real_write = release_base.write_atomic
 
-    def crash_on_manifest(path: Path, data: bytes) -> None:
+    def crash_on_manifest(path: Path, data: bytes, **kw: Any) -> None:
         if path.name == MANIFEST:
             raise KeyboardInterrupt
-        real_write(path, data)
+        real_write(path, data, **kw)
 
     monkeypatch.setattr(release_base, "write_atomic", crash_on_manifest)
     with pytest.raises(KeyboardInterrupt):
         small_release(1).save(d)
-    monkeypatch.undo()
+    monkeypatch.setattr(release_base, "write_atomic", real_write)  # DPCUBE_HOME stays
     assert any(
         p.name.startswith(release_base.TEMP_PREFIX) for p in d.iterdir()
     )  # the pending journal
-    (d / f"{release_base.TEMP_PREFIX}stray.parquet").write_bytes(b"half written")
-    release_base.check_output_directory(d)  # leftovers are not foreign files
+    release_base.check_output_directory(d)  # dpcube's own leftovers are not foreign files
+    # A user's file that merely carries the temporary prefix is not dpcube's: refused, kept.
+    stray = d / f"{release_base.TEMP_PREFIX}stray.parquet"
+    stray.write_bytes(b"half written")
+    with pytest.raises(ReleaseError, match=r"\.dpcube-tmp-stray\.parquet"):
+        small_release(2).save(d)
+    assert stray.read_bytes() == b"half written"
+    stray.unlink()
     small_release(2).save(d)
     names = sorted(p.name for p in d.iterdir())
     assert not [n for n in names if n.startswith(release_base.TEMP_PREFIX)]
@@ -282,15 +288,19 @@ def test_a_journal_never_removes_a_file_a_save_did_not_name(tmp_path: Path) -> N
     d = tmp_path / "rel"
     d.mkdir()
     (d / "people.csv").write_text("data")
-    (d / f"{release_base.TEMP_PREFIX}x.pending").write_text(json.dumps(["people.csv"]))
-    with pytest.raises(ReleaseError, match=r"people\.csv"):
+    forged = d / f"{release_base.TEMP_PREFIX}x.pending"
+    forged.write_text(json.dumps(["people.csv"]))
+    with pytest.raises(ReleaseError, match=r"\.dpcube-tmp-x\.pending' and 1 more"):
         small_release().save(d)
     assert (d / "people.csv").read_text() == "data"
+    assert forged.exists()  # a journal without dpcube's mark is not dpcube's: kept
     (tmp_path / "outside.parquet").write_text("data")
     (d / "people.csv").unlink()
-    (d / f"{release_base.TEMP_PREFIX}y.pending").write_text(json.dumps(["../outside.parquet"]))
-    small_release().save(d)
+    forged.write_text(json.dumps(["../outside.parquet"]))
+    with pytest.raises(ReleaseError, match=r"\.dpcube-tmp-x\.pending'\)"):
+        small_release().save(d)
     assert (tmp_path / "outside.parquet").read_text() == "data"
+    assert forged.exists()
 
 
 def test_accepted_params_are_the_constructor_arguments_only() -> None:

@@ -230,3 +230,33 @@ def test_repeated_releases_factor_the_strategy_once(strategy: str) -> None:
     fresh = MatrixMechanism(1.0, strategy=strategy, workload="prefix:32")
     assert np.array_equal(fresh.release(hist, random_state=2, account=False).counts, second.counts)
     assert not np.array_equal(first.counts, second.counts)  # different seeds, different noise
+
+
+@pytest.mark.parametrize(
+    "spec", ["upto:1", "upto:2", "queries:2", "marginals:1", "allrange", "prefix"]
+)
+def test_release_accepts_every_schema_workload_spec_plan_accepts(spec: str) -> None:
+    # one parser: the specs that take their grid from the schema work for the release as for plan
+    from dpcube.planning.workload import resolve_planning_workload
+
+    schema = Schema.from_dict(
+        {
+            "attributes": [
+                {"name": "a", "kind": "ordinal", "range": [0, 3], "width": 1},
+                {"name": "s", "kind": "nominal", "categories": ["F", "M", "X"]},
+            ]
+        }
+    )
+    planned = resolve_planning_workload(spec, schema)
+    release = MatrixMechanism(1.0, workload=spec).release(
+        Histogram(schema, np.arange(12).reshape(4, 3)), random_state=0
+    )
+    assert release.metadata.noise["workload"] == planned.name
+    assert release.metadata.noise["workload_queries"] == planned.size
+
+
+def test_schema_workload_spec_without_a_schema_is_refused_clearly() -> None:
+    from dpcube.mechanisms.matrix.workloads import resolve_workload
+
+    with pytest.raises(QueryError, match="takes its grid from the schema"):
+        resolve_workload("upto:2")

@@ -269,3 +269,36 @@ def test_marginal_workloads_are_listed_as_their_cells() -> None:
         boxes = workload_boxes(w)
         assert boxes is not None and len(boxes) == w.size
         assert np.allclose(from_boxes(boxes, w.dims).gram.dense(), w.gram.dense())
+
+
+def test_pure_dp_matrix_strategies_stay_candidates_under_delta() -> None:
+    # Laplace noise is (epsilon, delta)-DP for every delta: with delta each strategy is listed
+    # under both noises, the Laplace one charging no delta and erring exactly as without delta.
+    s = line(16)
+    with_delta = by_label(
+        plan_mechanisms(
+            s, "allrange:16", 1.0, 1e-6, mechanisms=["matrix"], strategies=["hierarchical"]
+        )
+    )
+    without = by_label(
+        plan_mechanisms(
+            s, "allrange:16", 1.0, None, mechanisms=["matrix"], strategies=["hierarchical"]
+        )
+    )
+    laplace, gaussian = (
+        with_delta["matrix(hierarchical, laplace)"],
+        with_delta["matrix(hierarchical)"],
+    )
+    assert laplace.delta is None and laplace.params["noise"] == "laplace"
+    assert gaussian.delta == 1e-6 and gaussian.params["noise"] == "gaussian"
+    assert laplace.expected_error == pytest.approx(without["matrix(hierarchical)"].expected_error)
+    assert laplace.build().charged_delta is None
+
+
+def test_plan_with_delta_recommends_laplace_where_it_wins() -> None:
+    # AllRange(48) at epsilon 1, delta 1e-6: the optimised strategy under Laplace noise (30,636)
+    # beats identity under Laplace (36,090) and every Gaussian strategy (gauss-opt 162,367).
+    p = plan_mechanisms(line(48), "allrange:48", 1.0, 1e-6, mechanisms=["matrix", "identity"])
+    assert p.recommended.label == "matrix(opt, laplace)"
+    assert p.recommended.expected_error == pytest.approx(30636.1, rel=1e-4)
+    assert by_label(p)["identity(laplace)"].expected_error > p.recommended.expected_error

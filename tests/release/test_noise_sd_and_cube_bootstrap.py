@@ -19,7 +19,7 @@ from dpcube.release.uncertainty import answer_uncertainty, format_answer
 def _table() -> GroupSizeTable:
     h = RegionHierarchy.from_parents({"A": "US", "B": "US"})
     leaves = np.array([[40, 20, 10, 5], [30, 25, 5, 2]], dtype=np.int64)  # synthetic group sizes
-    return GroupSizeTable(h, h.aggregate(leaves))
+    return GroupSizeTable(h, h.aggregate(leaves), public_groups=True)
 
 
 @pytest.mark.parametrize(

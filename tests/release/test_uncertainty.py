@@ -121,7 +121,7 @@ def test_census_bootstrap_covers_the_truth() -> None:
     parents |= {f"B{i}": "B" for i in range(3)}
     h = RegionHierarchy.from_parents(parents)
     leaf = rng.multinomial(4000, [0.3, 0.3, 0.2, 0.12, 0.08], size=h.level_sizes[-1])
-    table = GroupSizeTable(h, h.aggregate(leaf.astype(np.int64)))
+    table = GroupSizeTable(h, h.aggregate(leaf.astype(np.int64)), public_groups=True)
     qs = [{"region": n, "size": k} for n in h.names for k in range(1, 6)]
     truth = table.counts.ravel()
     inside = []

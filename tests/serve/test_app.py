@@ -1,4 +1,4 @@
-"""The query service (issue #14 part 2): every endpoint on a release of each kind, answers equal
+"""The query service: every endpoint on a release of each kind, answers equal
 to the release's own in process, and every malformed request a 4xx ``{"error": one line}``."""
 
 from __future__ import annotations

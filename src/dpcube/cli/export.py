@@ -5,13 +5,14 @@
 writes the release's labelled table (:func:`dpcube.release.tables.labelled_table`): to ``--out``
 (atomically, :func:`dpcube.release.base.write_atomic`), or for CSV without ``--out`` to stdout.
 A data-cube release without ``--cuboid`` writes one file per published cuboid into the directory
-``--out``. An existing file is replaced only with ``--overwrite`` and only when dpcube wrote it
-(:func:`written_by_dpcube`).
+``--out``. An existing file is replaced only with ``--overwrite`` and only when dpcube export wrote it
+there and nobody changed it since (:func:`written_by_dpcube`: a keyed mark, never its header).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import io
 import json
 import math
@@ -22,8 +23,6 @@ from typing import Any
 from dpcube.errors import UsageError
 
 FORMATS = ("csv", "parquet")
-#: The columns every exported table ends with: how a CSV that dpcube wrote is recognised.
-ERROR_COLUMNS = ("estimate", "stddev", "lower", "upper", "level")
 
 
 def check_level(level: float) -> float:
@@ -118,27 +117,14 @@ def format_table(rows: Any) -> str:
     return "\n".join(lines)
 
 
-def written_by_dpcube(path: Path, fmt: str) -> bool:
-    """Whether ``path`` is a table ``dpcube export`` wrote: a Parquet file with dpcube's metadata,
-    or a CSV whose header ends with dpcube's error columns (``estimate,...,level``)."""
-    try:
-        if fmt == "parquet":
-            import pyarrow.parquet as pq
+def written_by_dpcube(path: Path) -> bool:
+    """Whether ``path`` is a table ``dpcube export`` wrote there, unchanged since: recognised by
+    the keyed mark of its path and content recorded when it was written
+    (:func:`dpcube.release.marks.written_sha256`), never by its header or metadata, which any
+    file may carry."""
+    from dpcube.release.marks import written_sha256
 
-            from dpcube.release.tables import METADATA_KEY
-
-            return METADATA_KEY in (pq.read_schema(path).metadata or {})
-        with path.open("rb") as f:
-            header = f.readline().decode("utf-8", "replace").strip()
-    except Exception:  # unreadable or not Parquet: not ours
-        return False
-    names = [n.strip().strip('"') for n in header.split(",")]
-    # The error columns end the header, or come before noise_sd,error_kind (not exact) and
-    # trusted,interval_kind,interval_reason (every table; older tables: trusted alone or none).
-    return any(
-        tuple(names[len(names) - len(ERROR_COLUMNS) - extra : len(names) - extra]) == ERROR_COLUMNS
-        for extra in (0, 2, 3, 5)
-    )
+    return written_sha256(path) is not None
 
 
 def encode(table: Any, fmt: str) -> bytes:
@@ -167,10 +153,10 @@ def check_target(path: Path, fmt: str, overwrite: bool) -> None:
             raise UsageError(
                 f"--out {str(path)!r} exists; pass --overwrite to replace an earlier dpcube export"
             )
-        if not written_by_dpcube(path, fmt):
+        if not written_by_dpcube(path):
             raise UsageError(
-                f"--out {str(path)!r} was not written by dpcube export (not a {fmt} table with "
-                "dpcube's columns); refusing to overwrite it, choose another file"
+                f"--out {str(path)!r} was not written by dpcube export under this DPCUBE_HOME, "
+                "or was changed since; refusing to overwrite it: choose another file or move it"
             )
     if not path.parent.is_dir():
         raise UsageError(f"--out {str(path)!r}: directory {str(path.parent)!r} does not exist")
@@ -189,6 +175,7 @@ def cuboid_file_name(cuboid: list[str], fmt: str) -> str:
 def cmd_export(args: argparse.Namespace) -> int:
     from dpcube.cli.main import parse_where
     from dpcube.release.base import load_release, publication_warning, write_atomic
+    from dpcube.release.marks import forget_written, remember_written, written_sha256
     from dpcube.release.tables import labelled_table, table_info
 
     level = check_level(args.level)
@@ -237,7 +224,12 @@ def cmd_export(args: argparse.Namespace) -> int:
             sys.stdout.buffer.write(data)
             sys.stdout.flush()
         else:
+            earlier = written_sha256(target)
+            digest = hashlib.sha256(data).hexdigest()
+            remember_written(target, digest)
             write_atomic(target, data)
+            if earlier is not None and earlier != digest:
+                forget_written(target, earlier)
         written.append(
             {"path": str(target) if target else "-", "rows": table.num_rows, "cuboid": cuboid}
         )

@@ -11,11 +11,14 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dpcube import progress, registry
 from dpcube.cli.params import coerce_params
 from dpcube.errors import DPCubeError, QueryError, UsageError, library_error_line
+
+if TYPE_CHECKING:
+    from dpcube.privacy.ledger import Charge, RequestedTotal
 
 
 def _parse_value(text: str) -> Any:
@@ -127,6 +130,10 @@ def parse_where(text: str) -> dict[str, Any]:
             value = json.loads(text)
         except json.JSONDecodeError as exc:
             raise QueryError(f"--where is not valid JSON: {exc}") from None
+        except RecursionError:
+            raise QueryError(
+                "--where nests arrays and objects too deeply to read; no query needs more than 6"
+            ) from None
         if not isinstance(value, dict):
             raise QueryError("--where JSON must be an object {attribute: constraint}")
         _no_repeats(list(_json_keys(text)))
@@ -222,6 +229,9 @@ def cmd_release(args: argparse.Namespace) -> int:
     cls = registry.resolve(registry.MECHANISMS, args.mechanism, "mechanism")
     _refuse_out_in_budget_state(args)
     check_output_directory(args.out, args.overwrite)
+    _probe_writable(args.out, "--out")
+    if curator_log is not None:
+        _probe_writable(curator_log, "--curator-log")
     schema = Schema.from_file(args.schema) if args.schema else None
     params = parse_params(args.param)
     cls.check_cli_params(params)
@@ -236,38 +246,58 @@ def cmd_release(args: argparse.Namespace) -> int:
             f"--param: {args.mechanism} refused its parameters ({exc}); accepted: {accepted}"
         ) from None
     # Printed once the release succeeded, so that a refused command stays one error line.
-    unused_delta_note = (
+    note = (
         f"note: {args.mechanism} draws Laplace noise here (pure epsilon-DP): --delta "
         f"{args.delta} is neither claimed nor charged"
         if args.delta and mechanism.charged_delta is None
         else ""
     )
+    requested = _requested_total(args)
     ledger = _ledger(args)
-    if args.total_epsilon is not None and ledger.has_total():
-        if ledger.total().epsilon != args.total_epsilon:
-            raise DPCubeError(
-                f"the total budget of {args.data!r} is already {ledger.total().epsilon}; change it with "
-                "`dpcube budget DATA --set-total EPSILON`"
-            )
-    elif args.total_epsilon is None:
+    if requested is not None:
+        ledger.check_requested_total(requested)  # early; charged under it in one transaction
+    else:
         ledger.total()  # refuses a data set with no total budget, before the data is counted
     with progress.step("counting the data"):
         data = cls.cli_data(args, schema)
-    if args.total_epsilon is not None and not ledger.has_total():
-        ledger.set_total(args.total_epsilon, args.total_delta)
     check_output_directory(args.out, args.overwrite)  # again, right before the charge
-    with progress.step(f"releasing with {args.mechanism}"):
-        release = mechanism.release(data, random_state=args.seed, ledger=ledger)
-    bootstrap_note = _store_bootstrap(release, args.bootstrap_runs, args.seed)
-    out = release.save(args.out, overwrite=args.overwrite)
-    report = None if args.no_report else _write_report(out, args.seed)
+    _probe_writable(args.out, "--out")
     if curator_log is not None:
-        curator.write(curator_log, release.curator_log, release.metadata.release_id)
-    note = curator.summary(release.curator_log)
+        _probe_writable(curator_log, "--curator-log")
+    args.pending_before = _pending_files(args.out)
+    try:
+        with progress.step(f"releasing with {args.mechanism}"):
+            release = mechanism.release(
+                data, random_state=args.seed, ledger=ledger, requested_total=requested
+            )
+        bootstrap_note = _store_bootstrap(release, args.bootstrap_runs, args.seed)
+        out = release.save(args.out, overwrite=args.overwrite)
+    except (Exception, KeyboardInterrupt) as exc:
+        charge = ledger.last_charge
+        if charge is None:
+            raise  # nothing was charged: the error is the usual one line
+        print(f"error: {_charged_not_written(args, charge, exc)}", file=sys.stderr)
+        if args.debug:
+            raise
+        return 130 if isinstance(exc, KeyboardInterrupt) else 2
+    # The release is saved and charged: what follows must not lose it.
+    report = None if args.no_report else _write_report(out, args.seed)
+    summary = curator.summary(release.curator_log)
+    if summary:
+        print(summary, file=sys.stderr)
+    if curator_log is not None:
+        try:
+            curator.write(curator_log, release.curator_log, release.metadata.release_id)
+        except OSError as exc:
+            print(
+                f"error: the release is saved in {str(out)!r}, but the curator log "
+                f"{str(curator_log)!r} was NOT written ({exc.strerror}); its figures are "
+                "printed above",
+                file=sys.stderr,
+            )
+            return 2
     if note:
         print(note, file=sys.stderr)
-    if unused_delta_note:
-        print(unused_delta_note, file=sys.stderr)
     if bootstrap_note:
         print(bootstrap_note, file=sys.stderr)
     left = ledger.remaining()
@@ -300,6 +330,94 @@ def cmd_release(args: argparse.Namespace) -> int:
     if not release.metadata.for_publication:
         print("warning: seeded release, NOT FOR PUBLICATION (the noise is reproducible)")
     return 0
+
+
+def _requested_total(args: argparse.Namespace) -> RequestedTotal | None:
+    """The total budget ``--total-epsilon``/``--total-delta`` ask for, or None."""
+    from dpcube.errors import BudgetError
+    from dpcube.privacy.ledger import RequestedTotal, validate_privacy
+
+    if args.total_epsilon is None:
+        if args.total_delta is not None:
+            raise UsageError(
+                f"--total-delta {args.total_delta:g} sets the total budget together with "
+                "--total-epsilon; add --total-epsilon, or set it with `dpcube budget DATA "
+                "--set-total EPSILON --set-total-delta DELTA`"
+            )
+        return None
+    try:
+        validate_privacy(args.total_epsilon, args.total_delta)
+    except BudgetError as exc:
+        raise UsageError(f"--total-epsilon/--total-delta: {exc}") from None
+    return RequestedTotal(args.total_epsilon, args.total_delta)
+
+
+#: Bytes :func:`_probe_writable` writes: enough that a full file system refuses them.
+_PROBE_BYTES = 1 << 16
+
+
+def _probe_writable(target: str | Path, flag: str) -> None:
+    """Refuse, before the charge, a directory (or the nearest existing directory above it, where
+    it does not exist yet) in which a file cannot be written: create a probe file of dpcube's own
+    name there (never an existing one), write :data:`_PROBE_BYTES` to it, sync and remove it."""
+    import errno
+    import os
+
+    from dpcube.errors import ReleaseError
+    from dpcube.release.base import TEMP_PREFIX
+
+    where = Path(target).expanduser()
+    while not where.is_dir() and where != where.parent:
+        where = where.parent  # a file to be written (or replaced) lands in its directory
+    probe = where / f"{TEMP_PREFIX}probe-{os.urandom(6).hex()}"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as exc:
+        raise ReleaseError(
+            f"{flag} {str(target)!r}: cannot write into {str(where)!r} ({exc.strerror}); "
+            "choose another location (nothing was charged)"
+        ) from None
+    try:
+        os.write(fd, b"\0" * _PROBE_BYTES)
+        os.fsync(fd)
+    except OSError as exc:
+        why = (
+            "the file system is full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else exc.strerror
+        )
+        raise ReleaseError(
+            f"{flag} {str(target)!r}: cannot write into {str(where)!r} ({why}); free some space "
+            "or choose another location (nothing was charged)"
+        ) from None
+    finally:
+        os.close(fd)
+        probe.unlink(missing_ok=True)
+
+
+def _pending_files(out: str | Path) -> set[Path]:
+    """The journals (``*.pending``) of unfinished saves in ``out``."""
+    try:
+        return {p for p in Path(out).iterdir() if p.name.endswith(".pending")}
+    except OSError:
+        return set()
+
+
+def _charged_not_written(args: argparse.Namespace, charge: Charge, exc: BaseException) -> str:
+    """One line for a failure after the charge: what was spent, that nothing was released, why,
+    and where an unfinished save's journal lies."""
+    cause = "interrupted" if isinstance(exc, KeyboardInterrupt) else library_error_line(exc)
+    if cause is None:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        cause = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    spent = f"epsilon={charge.epsilon:g}" + (f", delta={charge.delta:g}" if charge.delta else "")
+    pending = sorted(
+        str(p) for p in _pending_files(args.out) - getattr(args, "pending_before", set())
+    )
+    left = f"; the unfinished save left {', '.join(pending)}" if pending else ""
+    return (
+        f"{spent} WAS charged to the budget of {args.data!r} (release id {charge.release_id}), "
+        f"but the release was NOT written to {args.out!r} ({cause}){left}; the budget is spent "
+        "all the same: check `dpcube budget` before retrying"
+    )
 
 
 def _write_report(out: Path, seed: int | None) -> Path | None:
@@ -470,6 +588,34 @@ def cmd_budget(args: argparse.Namespace) -> int:
     ledger = _ledger(args)
     if args.set_total is not None:
         ledger.set_total(args.set_total, args.set_total_delta)
+    elif args.set_total_delta is not None:
+        raise UsageError(
+            "--set-total-delta changes the total together with --set-total; add --set-total "
+            "EPSILON (the current total epsilon to keep it)"
+        )
+    if not ledger.has_total():
+        how = (
+            f"set one with `dpcube budget {args.data} --set-total EPSILON` (or pass "
+            "--total-epsilon to the first `dpcube release`)"
+        )
+        if args.json:
+            none = {"epsilon": 0.0, "delta": 0.0}
+            print(
+                json.dumps(
+                    {
+                        "dataset": ledger.dataset,
+                        "ledger": str(ledger.path),
+                        "total": None,
+                        "spent": none,
+                        "remaining": None,
+                        "releases": [],
+                        "note": f"no total budget is set; {how}",
+                    }
+                )
+            )
+        else:
+            print(f"no total budget is set for {args.data!r} and nothing is spent; {how}")
+        return 0
     total, spent = ledger.total(), ledger.spent()
     left = ledger.remaining()
     charges = ledger.charges()
@@ -604,9 +750,19 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         help="name the data set whose budget is charged (default: the fingerprint of its records)",
     )
     p.add_argument(
-        "--total-epsilon", type=float, default=None, help="set the data set's total budget"
+        "--total-epsilon",
+        type=float,
+        default=None,
+        help="the data set's total budget: set with the first charge if none is recorded, "
+        "else it must equal the recorded one",
     )
-    p.add_argument("--total-delta", type=float, default=0.0)
+    p.add_argument(
+        "--total-delta",
+        type=float,
+        default=None,
+        help="with --total-epsilon: the data set's total delta (default 0 for a new total; must "
+        "equal the recorded one otherwise)",
+    )
     p.add_argument(
         "--bootstrap-runs",
         type=int,

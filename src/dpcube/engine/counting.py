@@ -56,7 +56,12 @@ def _examples(table: Table, schema: Schema, exprs: list[str]) -> Any:
 
     def examples(axis: int, code: int) -> list[tuple[Any, int]]:
         columns = schema[schema.axes[axis][0]].columns
-        found = table.rows(offending_values_sql(columns, exprs[axis], code, table.dialect))
+        types = table.columns
+        plain = (*table.dialect.numeric_types, "VARCHAR", "STRING", "TEXT")
+        as_text = tuple(
+            c for c in columns if str(types.get(c, "")).split("(")[0].upper() not in plain
+        )
+        found = table.rows(offending_values_sql(columns, exprs[axis], code, table.dialect, as_text))
         return [(r[0] if len(columns) == 1 else tuple(r[:-1]), int(r[-1])) for r in found]
 
     return examples
@@ -318,24 +323,53 @@ def _rolled_up_cuboids(
     return out, report
 
 
+#: How :func:`group_size_counts` assigns one region to a unit seen in several.
+REGION_OF_UNIT = ("first", "most")
+
+
 def group_size_counts(
-    table: Table, unit: str, region: str, show_values: bool = False
+    table: Table,
+    unit: str,
+    region: str,
+    show_values: bool = False,
+    *,
+    on_out_of_domain: str = "error",
+    region_of_unit: str | None = None,
+    leaves: Sequence[str] | None = None,
+    report: dict[str, Any] | None = None,
 ) -> dict[str, NDArray[Any]]:
     """Census group sizes of person rows: each unit's size and leaf region, then the number of
     units (``count``) and of persons (``persons``) per (``region`` text, ``size``).
 
-    Refuses a missing column, a NULL unit or region, and a unit in two regions (counted; a unit
-    id and its regions, private data, are named only with ``show_values``).
+    Refuses a missing column and a unit in two regions (counted; a unit id and its regions,
+    private data, are named only with ``show_values``). Rows with a NULL unit or region follow
+    ``on_out_of_domain``: refused under ``"error"`` and ``"clip"`` (a NULL has no nearest
+    value), not counted under ``"drop"``; under ``"drop"`` with ``leaves`` (the hierarchy's leaf
+    regions), so are rows whose region is not one of them. Both are filters of single rows,
+    applied before the units are formed, so one person added or removed still changes one unit
+    by one person (or nothing).
 
-    Two scans. The first groups the rows by region text (a few thousand groups) and counts the
-    NULLs. The second, the heavy one, groups by unit keeping only fixed-width aggregates of a
-    64-bit hash of the region text (``count``, ``min``, ``max``), so both engines run it as a
-    hash aggregate with map-side partial aggregation (a ``min``/``max`` of text makes Spark sort
-    all rows instead); units whose hashes differ span two regions. The hashes are mapped back to
-    the texts of the first scan; if two region texts share a hash (never seen; 64 bits), the
-    exact text plan (:func:`_group_size_counts_by_text`) runs instead.
+    ``region_of_unit`` gives a unit seen in several regions one region, whatever the order of
+    the rows: ``"first"`` the first of its regions in byte order of the region text (the
+    smallest code), ``"most"`` the region of most of its rows (a tie goes to the first of the
+    tied regions in that order). ``report`` (a dict) receives ``null_rows_dropped``,
+    ``rows_outside_leaves_dropped`` and ``units_reassigned``.
+
+    Without ``region_of_unit``, two scans. The first groups the rows by region text (a few
+    thousand groups) and counts the NULLs. The second, the heavy one, groups by unit keeping
+    only fixed-width aggregates of a 64-bit hash of the region text (``count``, ``min``,
+    ``max``), so both engines run it as a hash aggregate with map-side partial aggregation (a
+    ``min``/``max`` of text makes Spark sort all rows instead); units whose hashes differ span
+    two regions. The hashes are mapped back to the texts of the first scan; if two region texts
+    share a hash (never seen; 64 bits), the exact text plan (:func:`_group_size_counts_by_text`)
+    runs instead.
     """
     d = table.dialect
+    check_policy(on_out_of_domain)
+    if region_of_unit is not None and region_of_unit not in REGION_OF_UNIT:
+        raise DataError(
+            f"region_of_unit must be one of {', '.join(REGION_OF_UNIT)}, got {region_of_unit!r}"
+        )
     for col in (unit, region):
         if col not in table.columns:
             raise DataError(f"column {col!r} not in the data (columns: {list(table.columns)})")
@@ -348,16 +382,42 @@ def group_size_counts(
     nulls = sum(
         int(persons if name is None else null_units) for name, _, persons, null_units in regions
     )
-    if nulls:
-        raise DataError(f"{nulls} rows have a NULL {unit!r} or {region!r}; drop or fill them")
+    if nulls and on_out_of_domain != "drop":
+        why = " (clip does not apply to a NULL: it has no nearest value)" * (
+            on_out_of_domain == "clip"
+        )
+        raise DataError(
+            f"{nulls} rows have a NULL {unit!r} or {region!r}{why}; drop or fill them, or leave "
+            "them out with --on-out-of-domain drop (on_out_of_domain='drop')"
+        )
+    outside: list[str] = []
+    if leaves is not None and on_out_of_domain == "drop":
+        known = set(leaves)
+        outside = sorted(
+            str(row[0]) for row in regions if row[0] is not None and row[0] not in known
+        )
+    outside_rows = sum(int(p) - int(n) for r, _, p, n in regions if r is not None and r in outside)
+    if report is not None:
+        report["null_rows_dropped"] = nulls
+        report["rows_outside_leaves_dropped"] = outside_rows
+        report["units_reassigned"] = 0
+    keep = [f"{u} IS NOT NULL", f"{d.ident(region)} IS NOT NULL"]
+    if outside:
+        keep.append(f"{text} NOT IN ({', '.join(d.literal(x) for x in outside)})")
+    source = (
+        f"(SELECT * FROM src WHERE {' AND '.join(keep)}) AS kept" if nulls or outside else "src"
+    )
+    if region_of_unit is not None:
+        return _assigned_group_size_counts(table, unit, region, source, region_of_unit, report)
+    regions = [row for row in regions if row[0] is not None and row[0] not in outside]
     key_to_region = {int(k): str(name) for name, k, _, _ in regions}
     if len(key_to_region) < len(regions):
-        return _group_size_counts_by_text(table, unit, region, show_values)
+        return _group_size_counts_by_text(table, unit, region, show_values, source)
     units = (
         "(SELECT CASE WHEN k0 = k1 THEN k0 ELSE 0 END AS k, "
         "CASE WHEN k0 = k1 THEN 0 ELSE 1 END AS spread, size FROM ("
         "SELECT count(*) AS size, min(k) AS k0, max(k) AS k1 "
-        f"FROM (SELECT {u} AS unit, {d.hash64(text)} AS k FROM src) AS keyed GROUP BY unit"
+        f"FROM (SELECT {u} AS unit, {d.hash64(text)} AS k FROM {source}) AS keyed GROUP BY unit"
         ") AS grouped) AS units"
     )
     result = table.arrays(
@@ -367,7 +427,7 @@ def group_size_counts(
     count = np.asarray(result["count"], dtype=np.int64)
     spread = np.asarray(result["spread"]) == 1
     if spread.any():
-        _raise_spread(table, unit, region, int(count[spread].sum()), show_values)
+        _raise_spread(table, unit, region, int(count[spread].sum()), show_values, source)
     keys = [int(k) for k in np.asarray(result["k"]).tolist()]
     return {
         "region": np.array([key_to_region[int(k)] for k in keys], dtype=object),
@@ -377,39 +437,78 @@ def group_size_counts(
     }
 
 
-def _text_units(table: Table, unit: str, region: str) -> str:
+def _assigned_group_size_counts(
+    table: Table,
+    unit: str,
+    region: str,
+    source: str,
+    rule: str,
+    report: dict[str, Any] | None,
+) -> dict[str, NDArray[Any]]:
+    """:func:`group_size_counts` with each unit in one region chosen by ``rule`` (exact, on the
+    region texts; independent of the order of the rows)."""
+    d = table.dialect
+    u, text = d.ident(unit), d.text(d.ident(region))
+    order = "region" if rule == "first" else "n DESC, region"
+    per = f"SELECT {u} AS unit, {text} AS region, count(*) AS n FROM {source} GROUP BY {u}, {text}"
+    ranked = (
+        "SELECT region, sum(n) OVER (PARTITION BY unit) AS size, "
+        "count(*) OVER (PARTITION BY unit) AS regions, "
+        f"row_number() OVER (PARTITION BY unit ORDER BY {order}) AS rk FROM ({per}) AS per"
+    )
+    result = table.arrays(
+        "SELECT region, size, count(*) AS count, sum(size) AS persons, "
+        "sum(CASE WHEN regions > 1 THEN 1 ELSE 0 END) AS reassigned "
+        f"FROM ({ranked}) AS ranked WHERE rk = 1 GROUP BY region, size"
+    )
+    if report is not None:
+        report["units_reassigned"] = int(np.asarray(result["reassigned"], dtype=np.int64).sum())
+    return {
+        "region": np.asarray(result["region"], dtype=object),
+        **{k: np.asarray(result[k], dtype=np.int64) for k in ("size", "count", "persons")},
+    }
+
+
+def _text_units(table: Table, unit: str, region: str, source: str = "src") -> str:
     d = table.dialect
     u, r = d.ident(unit), d.ident(region)
     return (
         f"(SELECT {u} AS unit, min({d.text(r)}) AS region, max({d.text(r)}) AS region2, "
-        f"count(*) AS size FROM src GROUP BY {u}) AS units"
+        f"count(*) AS size FROM {source} GROUP BY {u}) AS units"
     )
 
 
-def _raise_spread(table: Table, unit: str, region: str, units: int, show_values: bool) -> None:
+def _raise_spread(
+    table: Table, unit: str, region: str, units: int, show_values: bool, source: str = "src"
+) -> None:
     """The error for ``units`` units in several leaf regions (one named with ``show_values``)."""
     example = " (ids not shown: they are private; show_values=True or --show-values names one)"
     if show_values:
+        plain = (*table.dialect.numeric_types, "VARCHAR", "STRING", "TEXT")
+        kind = str(table.columns.get(unit, "")).split("(")[0].upper()
+        shown = "unit" if kind in plain else table.dialect.text("unit")  # no Python conversion
         bad = table.rows(
-            f"SELECT unit, region, region2 FROM {_text_units(table, unit, region)} "
+            f"SELECT {shown}, region, region2 FROM {_text_units(table, unit, region, source)} "
             "WHERE region <> region2 LIMIT 1"
         )[0]
         example = f", e.g. unit {bad[0]!r} in {bad[1]!r} and {bad[2]!r}"
     raise DataError(
         f"{units:,} units (column {unit!r}) span several leaf regions of column "
-        f"{region!r}{example}; each group must lie in exactly one leaf region"
+        f"{region!r}{example}; each group must lie in exactly one leaf region: fix the data, or "
+        "give each such unit one region with --region-of-unit first|most "
+        "(region_of_unit='first' or 'most')"
     )
 
 
 def _group_size_counts_by_text(
-    table: Table, unit: str, region: str, show_values: bool
+    table: Table, unit: str, region: str, show_values: bool, source: str = "src"
 ) -> dict[str, NDArray[Any]]:
     """:func:`group_size_counts` comparing the region texts themselves (``min``/``max`` of text
     per unit): exact whatever the hashes, and slow on Spark (three full scans, two sorting)."""
-    units = _text_units(table, unit, region)
+    units = _text_units(table, unit, region, source)
     rows = table.rows(f"SELECT count(*) FROM {units} WHERE region <> region2")
     if int(rows[0][0]):
-        _raise_spread(table, unit, region, int(rows[0][0]), show_values)
+        _raise_spread(table, unit, region, int(rows[0][0]), show_values, source)
     result = table.arrays(
         "SELECT region, size, count(*) AS count, sum(size) AS persons "
         f"FROM {units} GROUP BY region, size"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -73,10 +74,49 @@ class SourceView:
         return {k: np.asarray(v) for k, v in self.sql(query).fetchnumpy().items()}
 
 
+#: DuckDB's CSV error for a value that does not fit its column's sniffed type.
+_CSV_CONVERSION = re.compile(
+    r"CSV Error on Line: (\d+).*?converting column \"((?:[^\"]|\"\")*)\".*?to '([^']+)'", re.S
+)
+#: Parts of DuckDB's messages that quote the data (private): a whole row, a value.
+_QUOTED_ROW = re.compile(r"^\s*Original Line:.*$", re.M)
+_QUOTED_VALUE = re.compile(r"(string) \"(?:[^\"]|\"\")*\"")
+
+
 def _library_message(exc: BaseException) -> str:
-    """The first line of a library's error message, without its type prefix."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return text
+    """A library's error message on one line, with the errors that caused it (DuckDB's Python
+    layer puts the cause, e.g. a failed import, in ``__cause__`` and ends its own text with a
+    colon), and without the data it quotes (a row, a value: private).
+
+    A CSV value that does not fit the type DuckDB sniffed for its column is translated (line,
+    column, type, and the fix); other messages keep their first paragraph (DuckDB's hints and
+    reader settings follow a blank line).
+    """
+    parts: list[str] = []
+    seen: set[int] = set()
+    error: BaseException | None = exc
+    while error is not None and id(error) not in seen and len(parts) < 4:
+        seen.add(id(error))
+        raw = str(error)
+        found = _CSV_CONVERSION.search(raw)
+        if found:
+            line, column, sql_type = found.groups()
+            parts.append(
+                f"line {line}: column {column.replace(chr(34) * 2, chr(34))!r} holds a value "
+                f"that is not {sql_type}, the type DuckDB inferred from the first rows (the "
+                "value is not shown: it is data); fix that value, or make the column text "
+                "(a nominal attribute reads its column as text)"
+            )
+            break
+        head, traceback, tail = raw.partition("Traceback (most recent call last):")
+        if traceback:  # a Python traceback quoted in the message: its last line says it all
+            raw = head.rstrip() + " " + ([ln for ln in tail.splitlines() if ln.strip()] or [""])[-1]
+        paragraph = _QUOTED_VALUE.sub(r"\1 (not shown)", _QUOTED_ROW.sub("", raw))
+        paragraph = re.split(r"\n\s*\n", paragraph.strip(), maxsplit=1)[0]
+        text = " ".join(line.strip() for line in paragraph.splitlines() if line.strip())
+        parts.append(text.rstrip(":").strip() or type(error).__name__)
+        error = error.__cause__ or (None if error.__suppress_context__ else error.__context__)
+    return ": ".join(dict.fromkeys(parts))
 
 
 @contextmanager
@@ -113,6 +153,7 @@ def _read_path(
     path: Path,
     text_columns: tuple[str, ...] = (),
     numeric_columns: tuple[str, ...] = (),
+    sniff_all: bool = False,
 ) -> duckdb.DuckDBPyRelation:
     where = repr(str(path))
     if not path.exists():
@@ -149,10 +190,14 @@ def _read_path(
             "escapechar": '"',
             "delimiter": "\t" if ".tsv" in name else "," if ".csv" in name else None,
         }
+        if sniff_all:  # types from every row, not the first 20,480 (a full extra pass)
+            options["sample_size"] = -1
         relation = con.read_csv(str(path), **options)
         header = relation.columns
         dtype = {c: "VARCHAR" for c in text_columns if c in header}
-        if not relation.limit(1).fetchall():
+        # Whether there is a row, without converting any value to Python (a TIMESTAMPTZ value
+        # would need pytz; DuckDB converts only what is fetched).
+        if not relation.limit(1).aggregate("count(*)").fetchall()[0][0]:
             # A header and no rows: zero records is legitimate data, but the sniffer has no
             # values to type the numeric columns by.
             dtype |= {c: "DOUBLE" for c in numeric_columns if c in header and c not in dtype}
@@ -164,12 +209,16 @@ def _read_path(
 
 @contextmanager
 def open_source(
-    source: Any, text_columns: tuple[str, ...] = (), numeric_columns: tuple[str, ...] = ()
+    source: Any,
+    text_columns: tuple[str, ...] = (),
+    numeric_columns: tuple[str, ...] = (),
+    sniff_all: bool = False,
 ) -> Iterator[SourceView]:
     """Open a path, DataFrame, Arrow table, DuckDB relation or :class:`SQL` as a :class:`SourceView`.
 
     ``text_columns`` are read as text from a CSV file (the columns of nominal attributes);
-    ``numeric_columns`` as numbers from a CSV file with a header and no rows.
+    ``numeric_columns`` as numbers from a CSV file with a header and no rows; ``sniff_all``
+    types a CSV file's columns from all its rows.
     """
     if isinstance(source, duckdb.DuckDBPyRelation):
         yield SourceView(con=duckdb.connect(), relation=source)
@@ -180,12 +229,14 @@ def open_source(
         return
     con = duckdb.connect()
     try:
+        # Values with a time zone render (and bin, and hash) in UTC on every machine.
+        con.execute("SET TimeZone = 'UTC'")
         threads = os.environ.get("DPCUBE_THREADS")
         if threads:
             con.execute(f"SET threads = {int(threads)}")
         if isinstance(source, str | os.PathLike):
             with reading(source):
-                relation = _read_path(con, Path(source), text_columns, numeric_columns)
+                relation = _read_path(con, Path(source), text_columns, numeric_columns, sniff_all)
         else:
             module = type(source).__module__.split(".")[0]
             if module == "pyspark":
@@ -239,6 +290,8 @@ class DuckDBEngine(Engine):
 #: Version of the fingerprint's normalisation; part of every fingerprint.
 FINGERPRINT_VERSION = "dpcube-fp-1"
 _NULL = "'N'"
+#: Types whose VARCHAR cast depends on the session's time zone.
+_ZONED_TYPES = frozenset({"TIMESTAMP WITH TIME ZONE", "TIMESTAMPTZ"})
 
 
 def _normalised(column: str, sql_type: str) -> str:
@@ -246,7 +299,10 @@ def _normalised(column: str, sql_type: str) -> str:
 
     Numbers whose value is integral (``3``, ``3.0``) read as their integer text so that a CSV's
     inferred BIGINT and a Parquet DOUBLE agree; other numbers as DuckDB's shortest double text;
-    everything else as its VARCHAR cast; NULL as ``N`` (a non-NULL value starts with a digit).
+    a timestamp with time zone as its UTC text (``2013-01-01 05:00:00+00``) whatever the
+    machine's time zone; everything else (dates, times, intervals, decimals, lists, structs,
+    maps, blobs, text of any length) as its VARCHAR cast, computed in SQL so that no value
+    reaches Python; NULL as ``N`` (a non-NULL value starts with a digit).
     """
     ident = '"' + column.replace('"', '""') + '"'
     base = sql_type.split("(")[0].upper()
@@ -256,9 +312,31 @@ def _normalised(column: str, sql_type: str) -> str:
             f"CASE WHEN isfinite({d}) AND {d} = round({d}) AND abs({d}) < 1e18 "
             f"THEN CAST(CAST({d} AS BIGINT) AS VARCHAR) ELSE CAST({d} AS VARCHAR) END"
         )
+    elif base in _ZONED_TYPES:
+        # In UTC whatever the session's time zone (a DuckDB cast renders it in the session's).
+        text = (
+            f"CASE WHEN isfinite({ident}) THEN CAST(timezone('UTC', {ident}) AS VARCHAR) || '+00' "
+            f"ELSE CAST({ident} AS VARCHAR) END"
+        )
     else:
         text = f"CAST({ident} AS VARCHAR)"
     return f"coalesce(CAST(length({text}) AS VARCHAR) || ':' || {text}, {_NULL})"
+
+
+def _fingerprint_scan(source: Any, sniff_all: bool) -> tuple[list[tuple[str, str]], Any, Any, Any]:
+    """The sorted (column, type) pairs, the two MD5 half sums and the row count of ``source``."""
+    with open_source(source, sniff_all=sniff_all) as view:
+        columns = sorted(view.columns.items())
+        if not columns:
+            raise DataError("the data has no columns, so it has no identity to charge a budget to")
+        row = " || '|' || ".join(_normalised(c, t) for c, t in columns)
+        # One MD5 per row (a subquery), split into its two 64-bit halves and summed exactly.
+        ((upper, lower, n),) = view.sql(
+            "SELECT coalesce(sum(CAST(h >> 64 AS HUGEINT)), 0), "
+            "coalesce(sum(CAST(h & 18446744073709551615 AS HUGEINT)), 0), count(*) "
+            f"FROM (SELECT md5_number({row}) AS h FROM src)"
+        ).fetchall()
+    return columns, upper, lower, n
 
 
 def fingerprint(source: Any) -> str:
@@ -271,17 +349,19 @@ def fingerprint(source: Any) -> str:
     ``source`` is anything :func:`open_source` reads. It identifies the data set to its ledger
     and must never be published (it would let anyone with a candidate table test it).
     """
-    with open_source(source) as view:
-        columns = sorted(view.columns.items())
-        if not columns:
-            raise DataError("the data has no columns, so it has no identity to charge a budget to")
-        row = " || '|' || ".join(_normalised(c, t) for c, t in columns)
-        # One MD5 per row (a subquery), split into its two 64-bit halves and summed exactly.
-        ((upper, lower, n),) = view.sql(
-            "SELECT coalesce(sum(CAST(h >> 64 AS HUGEINT)), 0), "
-            "coalesce(sum(CAST(h & 18446744073709551615 AS HUGEINT)), 0), count(*) "
-            f"FROM (SELECT md5_number({row}) AS h FROM src)"
-        ).fetchall()
+    try:
+        with reading(source):
+            columns, upper, lower, n = _fingerprint_scan(source, sniff_all=False)
+    except DataError as exc:
+        # A CSV value beyond the rows DuckDB typed its column from (a column the release may
+        # not even use): the types are taken from every row instead. Files read the first way
+        # keep their identity; this one has one identity, the same on every read.
+        if not isinstance(exc.__cause__, duckdb.ConversionException) or not isinstance(
+            source, str | os.PathLike
+        ):
+            raise
+        with reading(source):
+            columns, upper, lower, n = _fingerprint_scan(source, sniff_all=True)
     payload = json.dumps(
         [FINGERPRINT_VERSION, [c for c, _ in columns], int(upper) % 2**64, int(lower) % 2**64, n]
     )

@@ -310,9 +310,19 @@ def axis_expressions(
     return exprs
 
 
-def offending_values_sql(columns: tuple[str, ...], expr: str, code: int, dialect: Dialect) -> str:
-    """SQL over the table ``src`` for the three commonest values that get ``code`` from ``expr``."""
-    cols = ", ".join(dialect.ident(c) for c in columns)
+def offending_values_sql(
+    columns: tuple[str, ...],
+    expr: str,
+    code: int,
+    dialect: Dialect,
+    as_text: tuple[str, ...] = (),
+) -> str:
+    """SQL over the table ``src`` for the three commonest values that get ``code`` from ``expr``;
+    the columns ``as_text`` (timestamps, dates, lists...) come back as their text, so that no
+    value needs a Python conversion (a time-zone timestamp's needs pytz)."""
+    cols = ", ".join(
+        dialect.text(dialect.ident(c)) if c in as_text else dialect.ident(c) for c in columns
+    )
     return f"SELECT {cols}, count(*) AS n FROM src WHERE ({expr}) = {code} GROUP BY {cols} ORDER BY n DESC LIMIT 3"
 
 

@@ -37,7 +37,7 @@ from numpy.typing import NDArray
 from dpcube.errors import BudgetError, DataError, UsageError
 from dpcube.histogram import Histogram
 from dpcube.privacy.accounting import charge_release
-from dpcube.privacy.ledger import BudgetLedger, validate_privacy
+from dpcube.privacy.ledger import BudgetLedger, RequestedTotal, validate_privacy
 from dpcube.privacy.neighbours import Neighbour
 from dpcube.privacy.random import RandomSource, resolve_random_state
 from dpcube.release.base import Release, ReleaseMetadata
@@ -69,6 +69,12 @@ _MAX_SAMPLER_SCALE = 2.0**62
 #: Largest noise scale (sensitivity / epsilon) a release may ask for: 2**40 (about 1.1e12) is far
 #: beyond any count (it would drown them all) and keeps every sampler in exact integer arithmetic.
 _MAX_NOISE_SCALE = 2.0**40
+#: Smallest noise scale (sensitivity / epsilon) a release may ask for: below about 1/745 the
+#: variance of integer discrete Laplace noise, 2 e^(-1/b) / (1 - e^(-1/b))^2 for scale b, is 0
+#: in floating point (no noise is drawn and inverse-variance weights divide by zero), and a scale
+#: of 2**-8 is an epsilon of 256 per unit of sensitivity, whose e^epsilon = 1.5e111 bounds no
+#: privacy loss anyway.
+_MIN_NOISE_SCALE = 2.0**-8
 #: Grid bits of the snapped samplers (:func:`dpcube.privacy.samplers.snapped_laplace`).
 _SNAP_BITS = 24
 
@@ -253,6 +259,7 @@ class Mechanism(ABC):
         *,
         ledger: BudgetLedger | None = None,
         account: bool = True,
+        requested_total: RequestedTotal | None = None,
     ) -> Release:
         """Release ``data`` under this mechanism's guarantee.
 
@@ -265,7 +272,8 @@ class Mechanism(ABC):
         ``ledger`` or else to the ledger of the data set ``data`` was counted from; a charge that
         does not fit raises and nothing is released. ``account=False`` releases unaccounted (the
         manifest says so; never for publication). Seeded and noiseless releases are charged only
-        to a ``ledger`` passed explicitly.
+        to a ``ledger`` passed explicitly. ``requested_total`` becomes the ledger's total if it
+        has none, and must equal the recorded total otherwise, in the transaction of the charge.
         """
         prepared = self.prepare(data)
         source = resolve_random_state(random_state)
@@ -284,6 +292,7 @@ class Mechanism(ABC):
             account=account,
             seeded=source.seeded or source.noiseless,
             origin=data,
+            requested_total=requested_total,
         )
         release = self._release(prepared, source, metadata)
         # Exact diagnostics of the input (rows, dropped, clipped, users...): for the curator only,
@@ -311,7 +320,8 @@ class Mechanism(ABC):
         return float(np.prod(schema.shape, dtype=np.float64))
 
     def check_noise_scale(self, data: Any) -> None:
-        """Refuse an epsilon so small that the exact samplers cannot represent the noise scale.
+        """Refuse an epsilon so small that the exact samplers cannot represent the noise scale,
+        or so large that the scale ``sensitivity / epsilon`` falls below ``2**-8`` (no noise).
 
         For each claim the scale is ``sensitivity / epsilon``, at most ``2**40`` (noise beyond
         that drowns every count, and mechanisms that split epsilon further stay exact); the snapped
@@ -322,11 +332,18 @@ class Mechanism(ABC):
         """
         schema = getattr(data, "schema", None)
         claims = self.sensitivity_claims(schema) if isinstance(schema, Schema) else []
+        declared = max((c.declared for c in claims), default=1.0)
+        if declared / self.epsilon < _MIN_NOISE_SCALE:
+            raise BudgetError(
+                f"epsilon={self.epsilon:g} is too large: the noise scale sensitivity/epsilon = "
+                f"{declared:g}/{self.epsilon:g} is below 2**-8, where the samplers draw no noise "
+                f"at all; use epsilon <= {declared / _MIN_NOISE_SCALE:g} (an epsilon above about "
+                "20 already promises no meaningful privacy)"
+            )
         cells = self.noise_support(data)
         enlarge = 1.0 + cells * 2.0**-_SNAP_BITS / self.epsilon
         worst = max((c.declared for c in claims), default=1.0) / self.epsilon
         if not (worst <= _MAX_NOISE_SCALE and enlarge * 2.0**_SNAP_BITS < _MAX_SAMPLER_SCALE):
-            declared = max((c.declared for c in claims), default=1.0)
             least = max(
                 declared / _MAX_NOISE_SCALE,
                 cells * 2.0**-_SNAP_BITS / (_MAX_SAMPLER_SCALE / 2.0**_SNAP_BITS - 1),

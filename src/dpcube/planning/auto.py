@@ -24,7 +24,7 @@ from typing import Any
 
 from dpcube.errors import DataError, QueryError
 from dpcube.mechanisms.base import Mechanism, SensitivityClaim
-from dpcube.privacy.ledger import BudgetLedger
+from dpcube.privacy.ledger import BudgetLedger, RequestedTotal
 from dpcube.privacy.random import RandomSource
 from dpcube.release.base import Release, ReleaseMetadata
 from dpcube.schema import Schema
@@ -123,6 +123,7 @@ class AutoMechanism(Mechanism):
         *,
         ledger: BudgetLedger | None = None,
         account: bool = True,
+        requested_total: RequestedTotal | None = None,
     ) -> Release:
         """Plan from ``data``'s schema (no counts read), then release with the chosen mechanism
         (its template charges once) and record the plan in the metadata."""
@@ -133,7 +134,9 @@ class AutoMechanism(Mechanism):
                 "build one with dpcube.histogram(source, schema)"
             )
         plan, chosen = self.choose(schema)
-        release = chosen.release(data, random_state, ledger=ledger, account=account)
+        release = chosen.release(
+            data, random_state, ledger=ledger, account=account, requested_total=requested_total
+        )
         release.metadata.report["selected_by"] = "auto"
         release.metadata.report["plan"] = plan.to_dict()
         return release

@@ -302,8 +302,12 @@ def matrix_candidates(
     report: dict[str, Any] | None = None,
 ) -> list[Candidate]:
     """Every applicable matrix-mechanism strategy, through ``mechanisms.matrix.plan.plan``;
-    ``report`` receives that plan's whole output (svdb, Gaussian optimum, nominal errors)."""
-    from dpcube.mechanisms.matrix.mechanism import row_noise_variance
+    ``report`` receives that plan's whole output (svdb, Gaussian optimum, nominal errors).
+
+    With delta each strategy is a candidate twice: under Gaussian noise (L2 sensitivity) and
+    under Laplace noise (L1 sensitivity, pure epsilon-DP, which is (epsilon, delta)-DP for every
+    delta and charges none); which is lower depends on the strategy's two norms (Li et al.,
+    VLDB J. 2015, App. B.3)."""
     from dpcube.mechanisms.matrix.plan import applicable
     from dpcube.mechanisms.matrix.plan import plan as matrix_plan
 
@@ -336,49 +340,82 @@ def matrix_candidates(
         except (DPCubeError, MemoryError) as exc:
             out.append(_not_applicable("matrix", str(exc), label=label, **common))
             continue
-
-        def error_at(eps: float, row: dict[str, Any] = row) -> float:
-            v = row_noise_variance(noise, row["sensitivity"], row["support"], eps, delta)
-            return float(v * row["trace"])
-
-        boxes = workload_boxes(w)
-        largest = _lazy_largest_quadratic(name, w, boxes) if boxes is not None else None
-
-        def spread_at(
-            eps: float,
-            aggregate: str,
-            row: dict[str, Any] = row,
-            largest: Callable[[], float] | None = largest,
-            label: str = label,
-        ) -> tuple[float, float]:
-            v = row_noise_variance(noise, row["sensitivity"], row["support"], eps, delta)
-            if aggregate == "mean":
-                return math.sqrt(v * row["trace"] / w.size), 0.0
-            if aggregate != "max" or largest is None:
-                _pick(aggregate, None, 0.0, label)
-            assert largest is not None
-            return math.sqrt(v * largest()), 0.0
-
-        note = f"{noise} noise on {row['rows']} strategy rows"
-        if "ratio" in row:
-            note += f", ratio to svdb {row['ratio']:.3g}"
-        if "ratio_to_optimum" in row:
-            note += f", to the Gaussian optimum {row['ratio_to_optimum']:.3g}"
-        out.append(
-            Candidate(
-                "matrix",
-                {"strategy": name, "workload": w, "noise": noise},
-                float(row["error"]),
-                "exact",
-                note,
-                label=label,
-                tail="laplace" if noise == "laplace" else "normal",
-                error_at=error_at,
-                spread_at=spread_at,
-                **common,
+        out.append(_matrix_candidate(name, w, row, noise, epsilon, delta, neighbour, label))
+        if delta:  # the same strategy under Laplace noise: pure DP is a candidate under any delta
+            if "laplace_error" in row:
+                laplace_row = {
+                    "error": row["laplace_error"],
+                    "rows": row["rows"],
+                    "trace": row["trace"],
+                    "sensitivity": row["laplace_sensitivity"],
+                    "support": row["laplace_support"],
+                }
+            else:
+                laplace_row = kronecker_strategy_row(name, w, epsilon, None, neighbour)
+            out.append(
+                _matrix_candidate(
+                    name,
+                    w,
+                    laplace_row,
+                    "laplace",
+                    epsilon,
+                    None,
+                    neighbour,
+                    f"{label[:-1]}, laplace)",
+                )
             )
-        )
     return out
+
+
+def _matrix_candidate(
+    name: str,
+    w: Workload,
+    row: dict[str, Any],
+    noise: str,
+    epsilon: float,
+    delta: float | None,
+    neighbour: str,
+    label: str,
+) -> Candidate:
+    """One strategy's candidate under one noise, from its row of the matrix plan (``delta``
+    None for Laplace noise, which charges no delta)."""
+    from dpcube.mechanisms.matrix.mechanism import row_noise_variance
+
+    def error_at(eps: float) -> float:
+        v = row_noise_variance(noise, row["sensitivity"], row["support"], eps, delta)
+        return float(v * row["trace"])
+
+    boxes = workload_boxes(w)
+    largest = _lazy_largest_quadratic(name, w, boxes) if boxes is not None else None
+
+    def spread_at(eps: float, aggregate: str) -> tuple[float, float]:
+        v = row_noise_variance(noise, row["sensitivity"], row["support"], eps, delta)
+        if aggregate == "mean":
+            return math.sqrt(v * row["trace"] / w.size), 0.0
+        if aggregate != "max" or largest is None:
+            _pick(aggregate, None, 0.0, label)
+        assert largest is not None
+        return math.sqrt(v * largest()), 0.0
+
+    note = f"{noise} noise on {row['rows']} strategy rows"
+    if "ratio" in row:
+        note += f", ratio to svdb {row['ratio']:.3g}"
+    if "ratio_to_optimum" in row:
+        note += f", to the Gaussian optimum {row['ratio_to_optimum']:.3g}"
+    return Candidate(
+        "matrix",
+        {"strategy": name, "workload": w, "noise": noise},
+        float(row["error"]),
+        "exact",
+        note,
+        label=label,
+        tail="laplace" if noise == "laplace" else "normal",
+        error_at=error_at,
+        spread_at=spread_at,
+        epsilon=epsilon,
+        delta=delta,
+        neighbour=neighbour,
+    )
 
 
 # -- data cubes ---------------------------------------------------------------------------------

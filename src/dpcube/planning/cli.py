@@ -139,7 +139,7 @@ def handler(args: argparse.Namespace) -> int:
         )
         for n in needs:
             eps = f"{n.epsilon:>10.4g}" if n.epsilon is not None else f"{'-':>10s}"
-            print(f"  {n.label:28s} {n.basis:15s} epsilon >= {eps}  {n.note}")
+            print(f"  {n.label:30s} {n.basis:15s} epsilon >= {eps}  {n.note}")
         return 0
     print(
         f"expected total squared error at epsilon {plan.epsilon:g}"
@@ -176,7 +176,7 @@ def handler(args: argparse.Namespace) -> int:
         else:
             figure = f"{'-':>12s}  {'':15s}  {'':8s}"
         mark = "  <- recommended" if c is plan.recommended else ""
-        print(f"  {c.label:28s} {c.basis:15s} {figure} {c.note}{mark}")
+        print(f"  {c.label:30s} {c.basis:15s} {figure} {c.note}{mark}")
     print(f"recommended: {plan.recommended.label}. {plan.reason}")
     return 0
 

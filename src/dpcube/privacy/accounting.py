@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from dpcube.errors import BudgetError, DataError
-from dpcube.privacy.ledger import BudgetLedger
+from dpcube.privacy.ledger import BudgetLedger, RequestedTotal
 
 
 def name_identity(name: str) -> str:
@@ -77,15 +77,20 @@ def charge_release(
     account: bool,
     seeded: bool,
     origin: Any = None,
+    requested_total: RequestedTotal | None = None,
 ) -> BudgetLedger | None:
     """Charge ``mechanism``'s cost for releasing ``data`` once, or record that it is unaccounted.
 
     ``data`` is the prepared input; ``origin`` the caller's input, whose identity is used when a
-    ``prepare`` step built a new object without one. Returns the ledger charged (``None`` when
-    the release is unaccounted).
+    ``prepare`` step built a new object without one. ``requested_total`` is set as the ledger's
+    total if it has none, or must equal the recorded one, in the transaction of the charge
+    (:meth:`BudgetLedger.charge`). Returns the ledger charged (``None`` when the release is
+    unaccounted).
     """
     if not account and ledger is not None:
         raise BudgetError("account=False releases unaccounted: do not pass a ledger as well")
+    if not account and requested_total is not None:
+        raise BudgetError("account=False releases unaccounted: do not pass a total budget as well")
     if ledger is None and (seeded or not account):
         metadata.accounted = False
         return None
@@ -97,6 +102,7 @@ def charge_release(
         mechanism.charged_delta,
         mechanism=mechanism.name,
         release_id=metadata.release_id,
+        requested_total=requested_total,
     )
     metadata.accounted = True
     return ledger

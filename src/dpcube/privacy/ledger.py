@@ -1,9 +1,13 @@
 """The privacy budget ledger: one SQLite file per protected data set.
 
 Every release is charged here *before* any noise is drawn, in one ``BEGIN IMMEDIATE``
-transaction that reads what was spent, refuses a charge that would exceed the total, and records
-the charge. SQLite's write lock serialises concurrent processes, so two processes racing for the
-last of the budget cannot both win; its journal makes a committed charge survive a crash.
+transaction that sets the total a release asks for when the ledger has none (or refuses one that
+differs from the recorded total), reads what was spent, refuses a charge that would exceed the
+total, and records the charge (:meth:`BudgetLedger.charge` with ``requested_total``). SQLite's
+write lock serialises concurrent processes, so two processes racing for the last of the budget
+cannot both win, and every release that succeeds was charged under the total it asked for; a
+refused charge records nothing, not even the total. Its journal makes a committed charge survive
+a crash.
 Amounts are summed exactly (as decimal fractions of their shortest repr), so ten charges of 0.1
 fit a total of 1.
 
@@ -98,6 +102,28 @@ class Budget:
 
 
 @dataclass(frozen=True)
+class RequestedTotal:
+    """The total budget a release asks for (``dpcube release --total-epsilon/--total-delta``).
+
+    :meth:`BudgetLedger.charge` records it when the ledger has no total yet and refuses the charge
+    when the recorded total differs, in the same transaction as the charge. ``delta=None`` means
+    "not asked": 0 when the total is set, not compared with a recorded total.
+    """
+
+    epsilon: float
+    delta: float | None = None
+
+
+def _show(x: Fraction, near: float) -> str:
+    """``x`` in six significant digits, or "less than ``near``" when those would print ``near``
+    although ``x`` is smaller (1e300 - 1 prints as 1e+300, which would read as enough)."""
+    text = f"{float(x):.6g}"
+    if x < _exact(near) and text == f"{near:.6g}":
+        return f"less than {near:.6g}"
+    return text
+
+
+@dataclass(frozen=True)
 class Charge:
     release_id: str
     time: float
@@ -115,6 +141,9 @@ class BudgetLedger:
         self.dataset = dataset or self.path.stem
         #: Where the data set was read from (a file name), for messages only; set by the CLI.
         self.source: str | None = None
+        #: The last charge this object recorded (None before any): a front end that fails after
+        #: the charge says what was spent.
+        self.last_charge: Charge | None = None
         self.head = self.path.with_name(self.path.name + ".head")
         if self.head.exists() and not self.path.exists():
             raise BudgetError(
@@ -240,21 +269,78 @@ class BudgetLedger:
                         f"epsilon={float(spent_eps):.6g}, delta={float(spent_delta):.3g} is already spent "
                         "(a ledger cannot be rolled back); set a total at least that large"
                     )
-                row = con.execute("SELECT created FROM budget WHERE id = 1").fetchone()
-                created = row[0] if row else time.time()
-                eps_text, delta_text = repr(float(epsilon)), repr(float(delta))
-                link = _link(_GENESIS, self.dataset_key(con), eps_text, delta_text, created)
-                con.execute(
-                    "INSERT INTO budget (id, dataset, total_epsilon, total_delta, created, chain) "
-                    "VALUES (1, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
-                    "total_epsilon = excluded.total_epsilon, total_delta = excluded.total_delta, "
-                    "chain = excluded.chain",
-                    (self.dataset, eps_text, delta_text, created, link),
-                )
+                self._write_total(con, epsilon, delta)
                 con.execute("COMMIT")
             except BaseException:
                 con.execute("ROLLBACK")
                 raise
+
+    def _write_total(self, con: sqlite3.Connection, epsilon: float, delta: float) -> None:
+        """Record the total (inside the caller's transaction), chained like every charge."""
+        row = con.execute("SELECT created FROM budget WHERE id = 1").fetchone()
+        created = row[0] if row else time.time()
+        eps_text, delta_text = repr(float(epsilon)), repr(float(delta))
+        link = _link(_GENESIS, self.dataset_key(con), eps_text, delta_text, created)
+        con.execute(
+            "INSERT INTO budget (id, dataset, total_epsilon, total_delta, created, chain) "
+            "VALUES (1, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
+            "total_epsilon = excluded.total_epsilon, total_delta = excluded.total_delta, "
+            "chain = excluded.chain",
+            (self.dataset, eps_text, delta_text, created, link),
+        )
+
+    def _total_for_charge(
+        self, con: sqlite3.Connection, requested: RequestedTotal | None
+    ) -> tuple[Fraction, Fraction]:
+        """The total a charge is checked against (inside its transaction): the recorded one, which
+        must equal ``requested`` when given; else ``requested``, recorded now (it is rolled back
+        with the charge if the charge is refused)."""
+        row = con.execute("SELECT total_epsilon, total_delta FROM budget WHERE id = 1").fetchone()
+        if row is None:
+            if requested is None:
+                raise BudgetError(
+                    f"no total budget is set for {self._described()}; set one with "
+                    f"`dpcube budget {self.source or 'DATA'} --set-total EPSILON` "
+                    "(or pass --total-epsilon)"
+                )
+            delta = 0.0 if requested.delta is None else float(requested.delta)
+            self._write_total(con, requested.epsilon, delta)
+            return _exact(requested.epsilon), _exact(delta)
+        total_eps, total_delta = Fraction(row[0]), Fraction(row[1])
+        if requested is not None:
+            self._check_requested(total_eps, total_delta, requested)
+        return total_eps, total_delta
+
+    def _check_requested(
+        self, total_eps: Fraction, total_delta: Fraction, requested: RequestedTotal
+    ) -> None:
+        """Refuse a requested total that differs from the recorded one, naming both and the fix."""
+        data = self.source or "DATA"
+        recorded = f"epsilon={float(total_eps):g}, delta={float(total_delta):g}"
+        if _exact(requested.epsilon) != total_eps:
+            raise BudgetError(
+                f"--total-epsilon {requested.epsilon:g} differs from the total budget already "
+                f"recorded for {self._described()} ({recorded}); drop --total-epsilon to use the "
+                f"recorded total, or change it with `dpcube budget {data} --set-total "
+                f"{requested.epsilon:g}`"
+            )
+        if requested.delta is not None and _exact(requested.delta) != total_delta:
+            raise BudgetError(
+                f"--total-delta {requested.delta:g} differs from the total delta already recorded "
+                f"for {self._described()} ({recorded}); drop --total-delta to use the recorded "
+                f"total, or change it with `dpcube budget {data} --set-total "
+                f"{float(total_eps):g} --set-total-delta {requested.delta:g}`"
+            )
+
+    def check_requested_total(self, requested: RequestedTotal) -> None:
+        """Refuse early (before the data is counted) a requested total that differs from the
+        recorded one; :meth:`charge` checks it again, in the transaction of the charge."""
+        with self._connect() as con:
+            row = con.execute(
+                "SELECT total_epsilon, total_delta FROM budget WHERE id = 1"
+            ).fetchone()
+        if row is not None:
+            self._check_requested(Fraction(row[0]), Fraction(row[1]), requested)
 
     def dataset_key(self, con: sqlite3.Connection) -> str:
         row = con.execute("SELECT dataset FROM budget WHERE id = 1").fetchone()
@@ -372,36 +458,37 @@ class BudgetLedger:
         mechanism: str,
         release_id: str | None = None,
         note: str = "",
+        requested_total: RequestedTotal | None = None,
     ) -> Charge:
-        """Record a release's cost, or raise :class:`BudgetError` (and record nothing) if it does not fit."""
+        """Record a release's cost, or raise :class:`BudgetError` (and record nothing) if it does not fit.
+
+        ``requested_total``: the total the release asks for. A ledger with no total records it, a
+        ledger whose total differs refuses the charge; both in the one transaction of the charge,
+        so a refused charge leaves the ledger as it was (no total recorded either), and any
+        interleaving of releases leaves every successful one charged under the total it asked for.
+        """
         validate_privacy(epsilon, delta)
+        if requested_total is not None:
+            validate_privacy(requested_total.epsilon, requested_total.delta)
         delta = 0.0 if delta is None else float(delta)
         release_id = release_id or uuid.uuid4().hex
         with self._connect() as con:
             con.execute("BEGIN IMMEDIATE")
             try:
                 last = self._check(con)
-                row = con.execute(
-                    "SELECT total_epsilon, total_delta FROM budget WHERE id = 1"
-                ).fetchone()
-                if row is None:
-                    raise BudgetError(
-                        f"no total budget is set for {self._described()}; set one with "
-                        f"`dpcube budget {self.source or 'DATA'} --set-total EPSILON` "
-                        "(or pass --total-epsilon)"
-                    )
-                total_eps, total_delta = Fraction(row[0]), Fraction(row[1])
+                total_eps, total_delta = self._total_for_charge(con, requested_total)
                 spent_eps, spent_delta = self._spent(con)
                 if spent_eps + _exact(epsilon) > total_eps:
                     raise BudgetError(
                         f"epsilon {epsilon} exceeds the remaining budget of {self.dataset!r}: "
-                        f"{float(total_eps - spent_eps):.6g} of {float(total_eps):.6g} left; "
-                        "use a smaller epsilon or raise the total"
+                        f"{_show(total_eps - spent_eps, epsilon)} of {float(total_eps):.6g} left "
+                        f"({float(spent_eps):.6g} spent); use a smaller epsilon or raise the total"
                     )
                 if spent_delta + _exact(delta) > total_delta:
                     raise BudgetError(
                         f"delta {delta} exceeds the remaining delta of {self.dataset!r}: "
-                        f"{float(total_delta - spent_delta):.6g} of {float(total_delta):.6g} left"
+                        f"{_show(total_delta - spent_delta, delta)} of {float(total_delta):.6g} "
+                        "left; use a smaller delta or raise the total delta"
                     )
                 stamp = time.time()
                 eps_text = repr(float(epsilon))
@@ -417,5 +504,6 @@ class BudgetLedger:
                 con.execute("ROLLBACK")
                 raise
         # After the commit: a crash here leaves the head one charge behind, which is accepted.
+        self.last_charge = Charge(release_id, stamp, mechanism, float(epsilon), delta, note)
         self._write_head(int(count), link)
-        return Charge(release_id, stamp, mechanism, float(epsilon), delta, note)
+        return self.last_charge

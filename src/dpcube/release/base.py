@@ -10,25 +10,36 @@ On disk a release is a directory::
     report.md                      a short human-readable report (derived from the manifest)
     report.html                    the HTML report (``dpcube report``; :mod:`dpcube.report`), if
                                    written: a function of the release alone, owned by it only
-                                   when it carries dpcube's marker (:func:`is_dpcube_report`)
+                                   when it carries dpcube's mark (:func:`is_dpcube_report`)
 
 :meth:`Release.save` never destroys what it did not write (:func:`check_output_directory`): it
 writes into a new or empty directory, or replaces an earlier dpcube release there (only with
-``overwrite=True``), removing only the files that release's manifest lists. Any other file in the
-directory is an error before anything is written. Saving is atomic: the tables are written under
-temporary names (``.dpcube-tmp-*``, listed first in a pending journal), renamed to new file names,
-then the manifest is replaced in one ``os.replace`` (the commit point); then the report is written
-and the earlier release's tables are removed. A crash at any point leaves either the earlier
-release or the new one, whole; the next save removes the leftovers its journal names.
+``overwrite=True``). It knows its own files by a mark it can check, never by a name or a list a
+user can edit (:mod:`dpcube.release.marks`): the manifest records, for itself, each table and
+``report.md``, a keyed hash (HMAC under a per-user key in ``$DPCUBE_HOME``) of the file's name and
+content, and a file is replaced or removed only when the hash recomputed from the file on disk
+matches. Any other file in the directory is an error before anything is written, and is never
+touched. Saving is atomic: a pending journal (``.dpcube-tmp-<token>.pending``, itself carrying a
+keyed hash) records the save's random token and table names first; the tables are written under
+temporary names carrying that token, renamed, then the manifest is replaced in one ``os.replace``
+(the commit point); then the report is written, the earlier release's tables are removed, and the
+journal last. A crash at any point leaves either the earlier release or the new one, whole; the
+next save removes the leftovers a journal that verifies names.
 
-The manifest records the format version and a SHA-256 of every table; :func:`load_release`
-refuses an unknown format version, a table outside the directory and a table whose hash differs.
+The manifest records the format version, each table's SHA-256 and size, and ``integrity``: the
+SHA-256 of the canonical JSON of every other field (schema, state, metadata, parameters, variance
+model, table hashes). :func:`load_release` verifies the whole: it refuses an unknown format
+version, a table outside the directory, a field that differs from what was saved (naming it), a
+table that is not a regular file or whose size or hash differs (the size before reading, the hash
+while streaming), and tables that do not fit the schema. The hashes carry no key: they catch
+damage and casual edits, not someone who rewrites a table and recomputes every hash.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+import hmac
 import json
 import os
 import re
@@ -43,7 +54,17 @@ import pyarrow as pa
 from numpy.typing import NDArray
 
 from dpcube import registry
-from dpcube.errors import ReleaseError
+from dpcube.errors import DPCubeError, ReleaseError
+from dpcube.release.marks import (
+    file_key,
+    file_sha256,
+    mark,
+    mark_json,
+    open_regular,
+    owned_by_dpcube,
+    read_regular_file,
+    written_sha256,
+)
 from dpcube.schema import Box, BoxedQuery, Schema
 
 MANIFEST = "manifest.json"
@@ -52,8 +73,16 @@ REPORT = "report.md"
 REPORT_HTML = "report.html"
 #: The ``<meta>`` tag that marks an HTML file as written by ``dpcube report`` (first 4 KiB).
 REPORT_HTML_MARKER = '<meta name="generator" content="dpcube report">'
-#: Format 2 added the per-table SHA-256 (format 1 is refused: it cannot be verified).
-FORMAT_VERSION = 2
+#: Format 2 added the per-table SHA-256; format 3 the sizes, the marks of dpcube's files and the
+#: ``integrity`` of every field of the manifest.
+FORMAT_VERSION = 3
+#: Formats written by earlier versions: refused with how to re-create the release.
+OLDER_FORMATS = (1, 2)
+#: The most bytes read of a manifest, and of a pending journal.
+MANIFEST_LIMIT = 256 << 20
+JOURNAL_LIMIT = 1 << 20
+#: The most bytes hashed of a file to see whether it carries dpcube's mark.
+OWNED_LIMIT = 1 << 40
 #: Prefix of every temporary file a save writes; the next save into the directory removes them.
 TEMP_PREFIX = ".dpcube-tmp-"
 
@@ -79,6 +108,10 @@ class ReleaseMetadata:
     noiseless: bool = False
     #: Whether the release was charged to a budget ledger (False: ``account=False``, or seeded).
     accounted: bool = True
+    #: Exact figures of the data the mechanism treats as public, each declared by someone:
+    #: ``{"figure", "value", "declared_by", "how"}`` (e.g. the census number of groups G,
+    #: declared by the curator with ``--public-groups``). Nothing else exact is released.
+    declared_public: list[dict[str, Any]] = field(default_factory=list)
     release_id: str = field(default_factory=lambda: os.urandom(16).hex())
     created: str = field(
         default_factory=lambda: _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
@@ -125,15 +158,18 @@ def _umask() -> int:
     return mask
 
 
-def write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes, *, temp_tag: str | None = None) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same directory and a rename.
 
     The file gets the permissions a plain ``open`` would give (``0o666`` less the umask), not the
-    ``0o600`` of :func:`tempfile.mkstemp`; the temporary name starts with :data:`TEMP_PREFIX`.
+    ``0o600`` of :func:`tempfile.mkstemp`; the temporary name starts with :data:`TEMP_PREFIX`,
+    then ``temp_tag`` and a dash when given (:meth:`Release.save` passes the random token its
+    pending journal records, so the next save recognises a temporary file a crash left).
     """
     import tempfile  # here, not at the top: ``dpcube query`` writes nothing
 
-    fd, tmp = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}{path.name}.", dir=path.parent)
+    prefix = f"{TEMP_PREFIX}{temp_tag}-" if temp_tag else TEMP_PREFIX
+    fd, tmp = tempfile.mkstemp(prefix=f"{prefix}{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -170,12 +206,16 @@ def _plain_file_name(directory: Path, name: Any, what: str) -> Path:
 
 
 def _read_manifest(directory: Path) -> dict[str, Any]:
-    """The parsed manifest of the release in ``directory`` (errors name the file)."""
+    """The parsed manifest of the release in ``directory`` (errors name the file).
+
+    Read as a regular file only, at most :data:`MANIFEST_LIMIT` bytes (:mod:`dpcube.release.marks`).
+    """
     path = directory / MANIFEST
+    if not os.path.lexists(path):
+        raise ReleaseError(f"{str(directory)!r} is not a dpcube release (no {MANIFEST})")
+    data, _ = read_regular_file(path, MANIFEST_LIMIT, what="manifest")
     try:
-        manifest = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ReleaseError(f"{str(directory)!r} is not a dpcube release (no {MANIFEST})") from None
+        manifest = json.loads(data.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ReleaseError(f"{str(path)!r} is not valid JSON: {exc}") from None
     if not isinstance(manifest, dict) or manifest.get("format") != "dpcube-release":
@@ -186,41 +226,182 @@ def _read_manifest(directory: Path) -> dict[str, Any]:
 
 
 def is_dpcube_report(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` is an HTML report ``dpcube report`` wrote (its head carries
-    :data:`REPORT_HTML_MARKER`); False for a missing file or anyone else's.
+    """Whether ``path`` is an HTML report ``dpcube report`` wrote there, unchanged since: it
+    carries the keyed mark recorded when it was written (:func:`dpcube.release.marks.
+    remember_written`) and :data:`REPORT_HTML_MARKER` in its head. False for a missing file or
+    anyone else's, whatever its content (the ``<meta>`` tag alone is not proof: anyone can
+    write it).
 
-    >>> import tempfile; d = Path(tempfile.mkdtemp())
-    >>> _ = (d / "a.html").write_text("<html><head>" + REPORT_HTML_MARKER + "</head></html>")
-    >>> _ = (d / "b.html").write_text("<html>my notes</html>")
+    >>> import os, tempfile; os.environ["DPCUBE_HOME"] = tempfile.mkdtemp()
+    >>> from dpcube.release.marks import remember_written
+    >>> d = Path(tempfile.mkdtemp()); page = "<html><head>" + REPORT_HTML_MARKER + "</head></html>"
+    >>> _ = (d / "a.html").write_text(page); _ = (d / "b.html").write_text(page)
+    >>> remember_written(d / "a.html", _sha256(page.encode()))
     >>> is_dpcube_report(d / "a.html"), is_dpcube_report(d / "b.html"), is_dpcube_report(d / "c")
     (True, False, False)
     """
+    path = Path(path)
     try:
-        with open(path, "rb") as f:
-            head = f.read(4096)
-    except OSError:
+        fd, _ = open_regular(path, "report")
+    except ReleaseError:
         return False
-    return REPORT_HTML_MARKER.encode() in head
+    with os.fdopen(fd, "rb") as f:
+        os.set_blocking(fd, True)
+        head = f.read(4096)
+    return REPORT_HTML_MARKER.encode() in head and written_sha256(path) is not None
 
 
-def _owned_files(directory: Path, manifest: Mapping[str, Any]) -> set[str]:
-    """Names of the files the release described by ``manifest`` owns in ``directory`` (its
-    ``report.html`` only when ``dpcube report`` wrote it: a user's file of that name is not)."""
-    tables = {
-        _plain_file_name(directory, f, "table file").name for f in manifest["tables"].values()
-    }
-    html = {REPORT_HTML} if is_dpcube_report(directory / REPORT_HTML) else set()
-    return tables | {MANIFEST, REPORT} | html
+def _canonical(value: Any) -> bytes:
+    """The canonical JSON of a manifest value: sorted keys, no spaces, ASCII."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+def manifest_integrity(manifest: Mapping[str, Any]) -> dict[str, str]:
+    """The SHA-256 of the canonical JSON of every field of ``manifest`` but ``integrity`` itself
+    (the tables' own SHA-256 and sizes are fields, so the tables are covered too)."""
+    return {k: _sha256(_canonical(v)) for k, v in manifest.items() if k != "integrity"}
+
+
+def _check_integrity(manifest: Mapping[str, Any], where: str) -> None:
+    """Refuse a manifest whose fields differ from what :meth:`Release.save` wrote, naming the
+    first field that does."""
+    recorded = manifest.get("integrity")
+    if not isinstance(recorded, dict):
+        raise ReleaseError(f"{where!r} records no 'integrity'; it was not written by dpcube")
+    actual = manifest_integrity(manifest)
+    for name in sorted(set(actual) | set(recorded)):
+        if name not in recorded:
+            raise ReleaseError(
+                f"{where!r}: field {name!r} is not covered by 'integrity' (added after the "
+                "save); the manifest was edited; do not use this release"
+            )
+        if name not in actual:
+            raise ReleaseError(
+                f"{where!r}: field {name!r} was removed (it is recorded in 'integrity'); the "
+                "manifest was edited; do not use this release"
+            )
+        if recorded[name] != actual[name]:  # no secret here: a plain comparison
+            raise ReleaseError(
+                f"{where!r}: field {name!r} does not match its SHA-256 in 'integrity': the "
+                "manifest was edited or damaged; do not use this release"
+            )
+
+
+def _manifest_mark(manifest: Mapping[str, Any], key: bytes) -> str:
+    """The keyed mark of a manifest: of every field but ``integrity`` and the mark itself
+    (``marks["manifest.json"]``), so an edited manifest is no longer dpcube's to replace."""
+    body = {k: v for k, v in manifest.items() if k != "integrity"}
+    marks = body.get("marks")
+    if isinstance(marks, dict):
+        body["marks"] = {n: m for n, m in marks.items() if n != MANIFEST}
+    return mark_json(MANIFEST, body, key)
+
+
+def _journal_name(token: str) -> str:
+    return f"{TEMP_PREFIX}{token}.pending"
+
+
+@dataclass
+class _Survey:
+    """What an output directory holds, by whose files they are (see :func:`_survey`)."""
+
+    #: Files of the committed release there that verify as dpcube's (manifest, tables, reports).
+    owned: set[str]
+    #: Files of interrupted saves named by a pending journal that verifies (and the journals).
+    leftovers: set[str]
+    #: Everything else: never removed nor replaced.
+    foreign: list[str]
+    #: Whether the directory holds a dpcube release manifest.
+    has_release: bool
+    #: The format version of that manifest (None when there is none).
+    version: Any = None
+
+
+def _verified_journal(path: Path, key: bytes) -> dict[str, Any] | None:
+    """The body of the pending journal ``path`` when its mark verifies, else None."""
+    try:
+        data, _ = read_regular_file(path, JOURNAL_LIMIT, what="pending journal")
+        doc = json.loads(data.decode("utf-8"))
+    except (ReleaseError, ValueError):
+        return None
+    if not isinstance(doc, dict) or not isinstance(doc.get("mark"), str):
+        return None
+    body = doc.get("journal")
+    if not isinstance(body, dict) or not hmac.compare_digest(
+        doc["mark"].encode("utf-8", "replace"), mark_json(path.name, body, key).encode()
+    ):
+        return None
+    token, tables = body.get("token"), body.get("tables")
+    if not (isinstance(token, str) and re.fullmatch(r"[0-9a-f]{32}", token)):
+        return None
+    if not (isinstance(tables, list) and all(isinstance(t, str) for t in tables)):
+        return None
+    if path.name != _journal_name(token):
+        return None
+    return body
+
+
+def _survey(out: Path) -> _Survey:
+    """Sort the entries of the existing directory ``out`` into dpcube's and anyone else's.
+
+    A file is dpcube's only by a mark it can check (:mod:`dpcube.release.marks`): a table or
+    report whose keyed hash of name and content matches the one the manifest records, a pending
+    journal whose keyed hash verifies and the files it names (temporary files carrying its random
+    token, table files it listed), and the manifest itself when it is a dpcube manifest. A name,
+    a prefix or a list a user can edit never makes a file dpcube's.
+    """
+    entries = sorted(p.name for p in out.iterdir())
+    journals = [n for n in entries if n.startswith(TEMP_PREFIX) and n.endswith(".pending")]
+    # The key is needed (and created) only when there is something to verify.
+    key = file_key() if journals or MANIFEST in entries else b""
+    leftovers: set[str] = set()
+    for name in journals:
+        body = _verified_journal(out / name, key)
+        if body is None:
+            continue
+        leftovers.add(name)
+        token_prefix = f"{TEMP_PREFIX}{body['token']}-"
+        leftovers.update(n for n in entries if n.startswith(token_prefix))
+        leftovers.update(n for n in body["tables"] if n in entries and f"-{body['token']}." in n)
+        replaced = body.get("replaces")
+        for n, recorded in (replaced if isinstance(replaced, dict) else {}).items():
+            if (
+                n in entries
+                and n != MANIFEST
+                and owned_by_dpcube(out / n, recorded, OWNED_LIMIT, key)
+            ):
+                leftovers.add(n)
+    owned: set[str] = set()
+    has_release = MANIFEST in entries
+    if has_release:
+        manifest = _read_manifest(out)
+        marks = manifest.get("marks")
+        marks = marks if isinstance(marks, dict) else {}
+        recorded = marks.get(MANIFEST)
+        if isinstance(recorded, str) and hmac.compare_digest(
+            recorded.encode("utf-8", "replace"), _manifest_mark(manifest, key).encode()
+        ):
+            owned.add(MANIFEST)
+        for name in entries:
+            if name in marks and owned_by_dpcube(out / name, marks[name], OWNED_LIMIT, key):
+                owned.add(name)
+        if REPORT_HTML in entries and is_dpcube_report(out / REPORT_HTML):
+            owned.add(REPORT_HTML)
+    foreign = [n for n in entries if n not in owned and n not in leftovers]
+    version = manifest.get("format_version") if has_release else None
+    return _Survey(owned, leftovers - owned, foreign, has_release, version)
 
 
 def check_output_directory(directory: str | os.PathLike[str], overwrite: bool = False) -> set[str]:
     """Refuse an output directory a release may not be saved into; return what saving may replace.
 
     Acceptable: a directory that does not exist yet but can be created, an empty directory, or one
-    holding an earlier dpcube release (recognised by its manifest) and nothing else, which needs
-    ``overwrite=True``. Leftover temporary files of an interrupted save (:data:`TEMP_PREFIX`) are
-    ignored. Returns the names of the earlier release's files (empty when there is none). Pure:
-    reads the file system, writes nothing. ``dpcube release`` calls it before charging the budget.
+    holding an earlier dpcube release and nothing else, which needs ``overwrite=True``. The earlier
+    release's files and the leftovers of dpcube's own interrupted saves are recognised by their
+    marks (:func:`_survey`); any other file, whatever its name, is refused, named, and never
+    touched. Returns the names of the earlier release's files (empty when there is none). Reads
+    the file system and writes nothing there (it may create dpcube's key under
+    ``$DPCUBE_HOME``). ``dpcube release`` calls it before charging the budget.
     """
     out = Path(directory)
     if out.exists() and not out.is_dir():
@@ -235,69 +416,53 @@ def check_output_directory(directory: str | os.PathLike[str], overwrite: bool = 
                 "directory); choose another directory"
             )
         return set()
+    survey = _checked_survey(out, overwrite)
+    return survey.owned if survey is not None else set()
+
+
+def _checked_survey(out: Path, overwrite: bool) -> _Survey | None:
+    """:func:`_survey` of the existing directory ``out`` when a release may be saved there (None
+    when it does not exist); else the refusal of :func:`check_output_directory`."""
+    if not out.exists():
+        return None
     if not os.access(out, os.W_OK | os.X_OK):
         raise ReleaseError(f"--out {str(out)!r} is not writable; choose another directory")
-    entries = sorted(p.name for p in out.iterdir() if not p.name.startswith(TEMP_PREFIX))
-    owned: set[str] = set()
-    if MANIFEST in entries:
-        try:
-            manifest = _read_manifest(out)
-        except ReleaseError as exc:
-            raise ReleaseError(
-                f"--out {str(out)!r} holds a {MANIFEST} that is not a dpcube release ({exc}); "
-                "choose a new or empty directory"
-            ) from None
-        owned = _owned_files(out, manifest)
-        if not overwrite:
-            raise ReleaseError(
-                f"--out {str(out)!r} already holds a dpcube release; pass --overwrite "
-                "(overwrite=True) to replace it, or choose a new directory"
-            )
-    leftovers = _pending_tables(out)
-    foreign = [name for name in entries if name not in owned and name not in leftovers]
-    if foreign:
+    try:
+        survey = _survey(out)
+    except ReleaseError as exc:
+        raise ReleaseError(
+            f"--out {str(out)!r} holds a {MANIFEST} that is not a dpcube release ({exc}); "
+            "choose a new or empty directory"
+        ) from None
+    if survey.has_release and not overwrite:
+        raise ReleaseError(
+            f"--out {str(out)!r} already holds a dpcube release; pass --overwrite "
+            "(overwrite=True) to replace it, or choose a new directory"
+        )
+    if survey.foreign and survey.version in OLDER_FORMATS:
+        raise ReleaseError(
+            f"--out {str(out)!r} holds a release written by an earlier dpcube (format_version "
+            f"{survey.version}) whose files carry no mark dpcube can check ({survey.foreign[0]!r}); "
+            "remove that release yourself or choose a new directory"
+        )
+    if survey.foreign:
+        foreign = survey.foreign
         raise ReleaseError(
             f"--out {str(out)!r} holds files that are not a dpcube release ({foreign[0]!r}"
             + (f" and {len(foreign) - 1} more" if len(foreign) > 1 else "")
-            + "); choose a new or empty directory"
+            + "); dpcube replaces or removes only files carrying its own mark under this "
+            "DPCUBE_HOME: choose a new or empty directory, or move them away"
         )
-    return owned
+    return survey
 
 
-def _journal_name(token: str) -> str:
-    return f"{TEMP_PREFIX}{token}.pending"
-
-
-#: The file name :meth:`Release.save` gives a table: ``<table>-<12 hex digits>.parquet``.
-_TABLE_FILE = re.compile(r"[A-Za-z0-9_]+-[0-9a-f]{12}\.parquet")
-
-
-def _pending_tables(out: Path) -> set[str]:
-    """Table files named by the pending journals of interrupted saves in ``out`` (never committed)."""
-    names: set[str] = set()
-    for journal in out.glob(f"{TEMP_PREFIX}*.pending"):
-        try:
-            listed = json.loads(journal.read_text())
-        except (OSError, ValueError):
-            continue
-        for name in listed if isinstance(listed, list) else []:
-            if not (isinstance(name, str) and _TABLE_FILE.fullmatch(name)):
-                continue  # only names a save gives its tables: never a user's file
-            try:
-                names.add(_plain_file_name(out, name, "pending table file").name)
-            except ReleaseError:
-                continue
-    return names
-
-
-def _remove_leftovers(out: Path, keep: set[str]) -> None:
-    """Remove what interrupted saves left in ``out``: their temporary files and the table files
-    their pending journals list (except names in ``keep``, the committed release's)."""
-    for name in _pending_tables(out) - keep:
-        (out / name).unlink(missing_ok=True)
-    for entry in out.iterdir():
-        if entry.name.startswith(TEMP_PREFIX) and entry.is_file():
-            entry.unlink(missing_ok=True)
+def _remove_leftovers(out: Path, leftovers: set[str], keep: set[str]) -> None:
+    """Remove what dpcube's own interrupted saves left in ``out`` (verified by :func:`_survey`),
+    except the files of the committed release (``keep``); pending journals last."""
+    for name in sorted(leftovers - keep, key=lambda n: n.endswith(".pending")):
+        path = out / name
+        if path.is_file() and not path.is_symlink():
+            path.unlink(missing_ok=True)
 
 
 def _sha256(data: bytes) -> str:
@@ -501,6 +666,11 @@ class Release(ABC):
         if not m.for_publication:
             why = "noise switched off" if m.noiseless else "seeded randomness"
             lines.append(f"- **NOT FOR PUBLICATION** ({why}: the noise is reproducible)")
+        for figure in m.declared_public:
+            lines.append(
+                f"- declared public: {figure.get('figure')} = {figure.get('value')} "
+                f"(declared by the {figure.get('declared_by')}: {figure.get('how')})"
+            )
         for key, value in m.report.items():
             lines.append(f"- {key}: {json.dumps(_jsonable(value))}")
         return lines
@@ -514,10 +684,17 @@ class Release(ABC):
         import pyarrow.parquet as pq  # writing only: see read_parquet_bytes
 
         out = Path(directory)
-        earlier = check_output_directory(out, overwrite)
+        if out.is_dir():
+            survey = _checked_survey(out, overwrite)
+        else:
+            survey = None
+            check_output_directory(out, overwrite)
+        key = file_key()
         out.mkdir(parents=True, exist_ok=True)
-        _remove_leftovers(out, keep=earlier)
-        token = os.urandom(6).hex()
+        earlier = survey.owned if survey is not None else set()
+        if survey is not None:
+            _remove_leftovers(out, survey.leftovers, keep=earlier)
+        token = os.urandom(16).hex()
         tables = self.tables()
         stored = getattr(self, "stored_replicates", None)
         if stored is not None:  # post-processing of this release: see dpcube.release.replicates
@@ -526,15 +703,31 @@ class Release(ABC):
         for fname in files.values():
             _plain_file_name(out, fname, "table file")
         journal = out / _journal_name(token)
-        write_atomic(journal, json.dumps(sorted(files.values())).encode())
+        # The earlier release's files this save removes once it commits, with their marks: a
+        # crash after the commit leaves them to the next save, which removes them only if they
+        # still carry these marks.
+        replaces = {}
+        for name in sorted(earlier - {MANIFEST}):
+            digest = file_sha256(out / name, OWNED_LIMIT, "file")
+            if digest is not None:
+                replaces[name] = mark(name, digest, key)
+        body = {"token": token, "tables": sorted(files.values()), "replaces": replaces}
+        doc = {"journal": body, "mark": mark_json(journal.name, body, key)}
+        write_atomic(journal, json.dumps(doc).encode(), temp_tag=token)
         hashes: dict[str, str] = {}
+        sizes: dict[str, int] = {}
+        marks: dict[str, str] = {}
         for name, table in tables.items():
             sink = pa.BufferOutputStream()
             pq.write_table(table, sink)
             data = sink.getvalue().to_pybytes()
             hashes[name] = _sha256(data)
-            write_atomic(out / files[name], data)
-        manifest = {
+            sizes[name] = len(data)
+            marks[files[name]] = mark(files[name], hashes[name], key)
+            write_atomic(out / files[name], data, temp_tag=token)
+        report = ("\n".join(self.report_lines()) + "\n").encode()
+        marks[REPORT] = mark(REPORT, _sha256(report), key)
+        manifest: dict[str, Any] = {
             "format": "dpcube-release",
             "format_version": FORMAT_VERSION,
             "kind": self.kind,
@@ -542,15 +735,20 @@ class Release(ABC):
             "metadata": self.metadata.to_dict(),
             "tables": files,
             "sha256": hashes,
+            "sizes": sizes,
             "state": self.state(),
+            "marks": marks,
         }
         if stored is not None:
             manifest["bootstrap"] = stored.manifest_entry()
-        write_atomic(out / MANIFEST, json.dumps(_jsonable(manifest), indent=2).encode())
-        journal.unlink(missing_ok=True)
-        write_atomic(out / REPORT, ("\n".join(self.report_lines()) + "\n").encode())
+        manifest = json.loads(json.dumps(_jsonable(manifest)))  # exactly what is read back
+        manifest["marks"][MANIFEST] = _manifest_mark(manifest, key)
+        manifest["integrity"] = manifest_integrity(manifest)
+        write_atomic(out / MANIFEST, json.dumps(manifest, indent=2).encode(), temp_tag=token)
+        write_atomic(out / REPORT, report, temp_tag=token)
         for stale in earlier - set(files.values()) - {MANIFEST, REPORT}:
             (out / stale).unlink(missing_ok=True)
+        journal.unlink(missing_ok=True)
         return out
 
 
@@ -571,16 +769,28 @@ def publication_warning(metadata: ReleaseMetadata) -> str | None:
 
 
 def load_release(directory: str | os.PathLike[str]) -> Release:
-    """Read and verify a release written by :meth:`Release.save`.
+    """Read and verify a release written by :meth:`Release.save`: the whole of it.
 
-    Refuses a manifest of another format version, a table file that is not a plain name inside
-    the directory, and a table whose SHA-256 differs from the one the manifest records.
+    Refuses a manifest of another format version; a table file that is not a plain name inside
+    the directory; a manifest any field of which differs from what was saved (its ``integrity``:
+    the SHA-256 of every field, the schema, state, metadata, parameters, variance model, table
+    hashes and sizes included), naming the field; a table file that is not a regular file (a
+    FIFO, device, directory or symbolic link: refused before a byte is read), whose size differs
+    from the one recorded (refused before reading), or whose SHA-256, computed while it streams
+    in, differs; and tables whose columns and shape do not fit the schema
+    (:meth:`Release.restore`).
     """
     d = Path(directory)
     manifest = _read_manifest(d)
     where = str(d / MANIFEST)
     version = manifest.get("format_version")
     if version != FORMAT_VERSION:
+        if version in OLDER_FORMATS:
+            raise ReleaseError(
+                f"{where!r} has format_version {version!r}, written by an earlier dpcube whose "
+                "manifest did not cover its schema, state and metadata; it cannot be verified: "
+                "re-create it with `dpcube release` (this version) from the data"
+            )
         raise ReleaseError(
             f"{where!r} has format_version {version!r}; this dpcube {_library_version()} reads "
             f"version {FORMAT_VERSION} only (re-run the release with this version)"
@@ -589,27 +799,41 @@ def load_release(directory: str | os.PathLike[str]) -> Release:
         cls = registry.resolve(registry.RELEASE_KINDS, manifest["kind"], "release kind")
     except KeyError as exc:
         raise ReleaseError(str(exc.args[0])) from None
-    hashes = manifest.get("sha256")
-    if not isinstance(hashes, dict):
-        raise ReleaseError(f"{where!r} records no 'sha256' of its tables")
+    paths = {
+        name: _plain_file_name(d, fname, "table file") for name, fname in manifest["tables"].items()
+    }
+    _check_integrity(manifest, where)
+    hashes, sizes = manifest.get("sha256"), manifest.get("sizes")
+    if not isinstance(hashes, dict) or not isinstance(sizes, dict):
+        raise ReleaseError(f"{where!r} records no 'sha256' and 'sizes' of its tables")
     tables: dict[str, pa.Table] = {}
-    for name, fname in manifest["tables"].items():
-        path = _plain_file_name(d, fname, "table file")
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise ReleaseError(f"table file {str(path)!r} cannot be read: {exc.strerror}") from None
-        if hashes.get(name) != _sha256(data):
+    for name, path in paths.items():
+        size = sizes.get(name)
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise ReleaseError(f"{where!r}: field 'sizes' records no size of table {name!r}")
+        data, digest = read_regular_file(path, size, what="table file", expected_size=size)
+        if hashes.get(name) != digest:
             raise ReleaseError(
                 f"table file {str(path)!r} does not match the SHA-256 in {where!r}: it was "
                 "modified or corrupted; do not use this release"
             )
-        tables[name] = read_parquet_bytes(data)
-    schema = Schema.from_dict(manifest["schema"]) if manifest.get("schema") else None
-    metadata = ReleaseMetadata.from_dict(manifest["metadata"])
+        try:
+            tables[name] = read_parquet_bytes(data)
+        except (pa.ArrowException, OSError) as exc:
+            raise ReleaseError(f"table file {str(path)!r} is not a Parquet table: {exc}") from None
     entry = manifest.get("bootstrap")
     packed = {n: tables.pop(n) for n in list(tables) if n.startswith("bootstrap.")}
-    release: Release = cls.restore(schema, metadata, tables, manifest.get("state", {}))
+    try:
+        schema = Schema.from_dict(manifest["schema"]) if manifest.get("schema") else None
+        metadata = ReleaseMetadata.from_dict(manifest["metadata"])
+        release: Release = cls.restore(schema, metadata, tables, manifest.get("state", {}))
+    except DPCubeError as exc:
+        raise ReleaseError(f"{where!r}: {exc}") from None
+    except (KeyError, IndexError, ValueError, TypeError) as exc:
+        raise ReleaseError(
+            f"{where!r}: the tables do not fit the manifest's schema and state "
+            f"({type(exc).__name__}: {exc}); do not use this release"
+        ) from None
     if entry is not None:
         from dpcube.release.replicates import StoredReplicates
 
@@ -621,7 +845,7 @@ def load_release(directory: str | os.PathLike[str]) -> Release:
     return release
 
 
-def read_parquet_bytes(data: bytes) -> pa.Table:
+def read_parquet_bytes(data: bytes | bytearray) -> pa.Table:
     """The table in the Parquet file ``data``.
 
     Read with pyarrow's Parquet reader itself (``pyarrow._parquet.ParquetReader``, what

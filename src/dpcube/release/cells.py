@@ -90,10 +90,7 @@ class CellRelease(Release):
     def tables(self) -> dict[str, pa.Table]:
         assert self.schema is not None
         index = np.indices(self.counts.shape).reshape(self.counts.ndim, -1)
-        names = [
-            f"{a}" if len(self.schema[a].shape) == 1 else f"{a}_{('row', 'col')[i]}"
-            for a, i in self.schema.axes
-        ]
+        names = index_columns(self.schema)
         columns = {name: pa.array(index[k].astype(np.int32)) for k, name in enumerate(names)}
         columns["count"] = pa.array(self.counts.ravel())
         return {"cells": pa.table(columns)}
@@ -111,9 +108,48 @@ class CellRelease(Release):
     ) -> CellRelease:
         if schema is None:
             raise ReleaseError("a cell release needs its schema in the manifest")
-        table = tables["cells"]
+        table = tables.get("cells")
+        if table is None:
+            raise ReleaseError("a cell release has no 'cells' table")
+        check_cells_table(schema, table)
         counts_col = column_numpy(table, "count")
         counts = np.zeros(schema.shape, dtype=counts_col.dtype)
-        index = tuple(column_numpy(table, i) for i in range(len(schema.shape)))
+        index = tuple(column_numpy(table, n) for n in index_columns(schema))
         counts[index] = counts_col
         return cls(schema, metadata, counts, load_variance_model(state.get("variance_model")))
+
+
+def index_columns(schema: Schema) -> list[str]:
+    """The names of a cell table's index columns: one per axis of the schema (an attribute's
+    name; ``<name>_row`` and ``<name>_col`` for a two-axis spatial attribute)."""
+    return [
+        f"{a}" if len(schema[a].shape) == 1 else f"{a}_{('row', 'col')[i]}" for a, i in schema.axes
+    ]
+
+
+def check_cells_table(schema: Schema, table: pa.Table) -> None:
+    """Refuse a cell table that does not fit ``schema``: other columns than one index column per
+    axis and ``count``, another number of rows than cells, an index outside the axis or a cell
+    given twice (a schema or table edited after the save)."""
+    names = index_columns(schema)
+    if table.column_names != [*names, "count"]:
+        raise ReleaseError(
+            f"the 'cells' table has columns {table.column_names} but the schema's axes give "
+            f"{[*names, 'count']}; the schema or the table was edited: do not use this release"
+        )
+    cells = int(np.prod(schema.shape))
+    if table.num_rows != cells:
+        raise ReleaseError(
+            f"the 'cells' table has {table.num_rows:,} rows but the schema's shape "
+            f"{schema.shape} has {cells:,} cells; do not use this release"
+        )
+    index = [column_numpy(table, n).astype(np.int64) for n in names]
+    for name, column, size in zip(names, index, schema.shape, strict=True):
+        if column.size and (column.min() < 0 or column.max() >= size):
+            raise ReleaseError(
+                f"the 'cells' table's column {name!r} holds an index outside 0..{size - 1} "
+                "(the schema's axis); do not use this release"
+            )
+    flat = np.ravel_multi_index(tuple(index), schema.shape) if index else np.zeros(0, np.int64)
+    if len(index) and np.unique(flat).size != cells:
+        raise ReleaseError("the 'cells' table gives a cell twice; do not use this release")

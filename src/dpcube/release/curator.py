@@ -24,7 +24,9 @@ LABEL = "NOT PRIVATE, DO NOT PUBLISH: exact figures of the input data, for the d
 
 
 def check_path(path: str | os.PathLike[str], release_dir: str | os.PathLike[str]) -> Path:
-    """``path`` resolved; raises :class:`ReleaseError` if it lies inside ``release_dir`` (or is it)."""
+    """``path`` resolved; raises :class:`ReleaseError` if it lies inside ``release_dir`` (or is it),
+    is a directory, is a file dpcube did not write, or cannot be created (its nearest existing
+    directory is not writable). ``dpcube release`` calls it before counting and charging."""
     log = Path(path).expanduser().resolve()
     out = Path(release_dir).expanduser().resolve()
     if log == out or out in log.parents:
@@ -34,6 +36,14 @@ def check_path(path: str | os.PathLike[str], release_dir: str | os.PathLike[str]
         )
     if log.is_dir():
         raise ReleaseError(f"--curator-log {str(path)!r} is a directory; give a file name")
+    parent = log.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise ReleaseError(
+            f"--curator-log {str(path)!r} cannot be written ({str(parent)!r} is not a writable "
+            "directory); give a file name in a writable directory"
+        )
     if log.exists() and not _is_curator_log(log):
         raise ReleaseError(
             f"--curator-log {str(path)!r} exists and is not a curator log dpcube wrote; "

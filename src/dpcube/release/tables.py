@@ -178,6 +178,12 @@ def labelled_table(
                     f"cuboid=(...) / --cuboid a,b (published: {listed})"
                 )
             names = list(published[0])
+        unknown = [n for n in names if n not in release.schema.names]
+        if unknown:
+            raise QueryError(
+                f"cuboid names {unknown[0]!r}, which is not an attribute of this release; the "
+                f"schema has {', '.join(release.schema.names)}"
+            )
         if tuple(sorted(names, key=release.schema.names.index)) not in release.published:
             release.derive_cuboid(names)  # no published superset: the error says what to do
     elif names is not None:

@@ -237,6 +237,25 @@ def rerun(mechanism: Any, data: Any, rng: np.random.Generator) -> Release:
     return release
 
 
+#: The largest confidence level whose two-sided normal quantile is finite in double precision
+#: (1 - 2**-52: at 1 - 2**-53, ``0.5 + level / 2`` rounds to 1).
+MAX_LEVEL = 1.0 - 2.0**-52
+
+
+def computable_level(level: float) -> bool:
+    """Whether an interval at ``level`` can be computed: ``0.5 < 0.5 + level / 2 < 1`` in double
+    precision, so that the two-sided normal quantile is finite and positive (about 2.3e-16 to
+    :data:`MAX_LEVEL`). ``0.9999999999999999`` is below 1 but its quantile is infinite; ``1e-300``
+    gives 0, an empty interval.
+
+    >>> computable_level(0.95), computable_level(0.9999999999999999), computable_level(1e-300)
+    (True, False, False)
+    >>> computable_level(float("nan")), computable_level(MAX_LEVEL)
+    (False, True)
+    """
+    return 0.5 < 0.5 + level / 2.0 < 1.0
+
+
 def _normal_quantile(level: float) -> float:
     """The two-sided normal quantile of ``level`` (1.96 at 0.95).
 
@@ -321,8 +340,11 @@ def answer_uncertainty(
     >>> u.kind, bool(np.allclose(u.stddev ** 2, r.variance_many([{"x": [0, 1]}])))
     ('exact', True)
     """
-    if not 0.0 < level < 1.0:
-        raise ReleaseError(f"level must be in (0, 1), got {level!r}")
+    if not computable_level(level):
+        raise ReleaseError(
+            f"level must be a confidence level between 0 and 1 whose interval can be computed "
+            f"(e.g. 0.95; at most {MAX_LEVEL!r}), got {level!r}"
+        )
     if method not in (None, "exact", "bootstrap"):
         raise ReleaseError(f"method must be 'exact' or 'bootstrap', got {method!r}")
     if intervals not in INTERVALS:
@@ -593,6 +615,7 @@ def format_answer(answer: float, uncertainty: Uncertainty, i: int) -> str:
 __all__ = [
     "DEFAULT_RUNS",
     "INTERVALS",
+    "MAX_LEVEL",
     "MODEL_NOTE",
     "RELEASE_RUNS",
     "UNTRUSTED_NOTE",
@@ -602,6 +625,7 @@ __all__ = [
     "answer_uncertainty",
     "bootstrap_errors",
     "bootstrap_replicates",
+    "computable_level",
     "default_runs",
     "format_answer",
     "integer_truth",

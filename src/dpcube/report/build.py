@@ -5,13 +5,14 @@ file named by ``out``. A release directory holds only what the guarantee covers,
 is post-processing of the loaded release alone (its noisy tables and manifest; never the
 in-memory object that carried the curator's exact log), so it belongs there;
 :func:`dpcube.release.base.check_output_directory` counts it as the release's own file only when
-it carries dpcube's marker (:func:`dpcube.release.base.is_dpcube_report`). The same marker
+it carries dpcube's keyed mark (:func:`dpcube.release.base.is_dpcube_report`). The same mark
 guards every write: a file of that name that dpcube did not write is never overwritten.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import os
 import time
 from dataclasses import replace
@@ -28,6 +29,7 @@ from dpcube.release.base import (
     load_release,
     write_atomic,
 )
+from dpcube.release.marks import forget_written, remember_written, written_sha256
 from dpcube.release.uncertainty import MIN_RUNS, uncertainty_kind
 from dpcube.report import sections
 from dpcube.report.html import esc, page
@@ -198,7 +200,13 @@ def write_report(
         bootstrap_budget_s=bootstrap_budget_s, markdown_link=link, served_name=directory.name,
     )  # fmt: skip
     report_target(directory, out)  # again, right before writing (the build takes a while)
-    write_atomic(target, text.encode("utf-8"))
+    data = text.encode("utf-8")
+    earlier = written_sha256(target)
+    digest = hashlib.sha256(data).hexdigest()
+    remember_written(target, digest)  # dpcube's mark: how a later write or save knows the file
+    write_atomic(target, data)
+    if earlier is not None and earlier != digest:
+        forget_written(target, earlier)
     return target
 
 

@@ -203,6 +203,16 @@ def guarantee_section(release: Release, options: ReportOptions, kind_reason: str
         ("for publication", esc("yes" if m.for_publication else f"NO ({warning})")),
         ("error estimates", esc(f"{kind_reason}; intervals at level {options.level:g}")),
     ]
+    rows += [
+        (
+            "declared public",
+            esc(
+                f"{d.get('figure')} = {d.get('value')} (declared by the {d.get('declared_by')}: "
+                f"{d.get('how')})"
+            ),
+        )
+        for d in m.declared_public
+    ]
     rows += [(str(k), f"<code>{esc(_json(v))}</code>") for k, v in notes.items()]
     body = "".join(f"<tr><th>{esc(k)}</th><td>{v}</td></tr>" for k, v in rows)
     return (

@@ -1,4 +1,4 @@
-"""The read-only query service (issue #14 part 2): :func:`create_app` builds the FastAPI app.
+"""The read-only query service: :func:`create_app` builds the FastAPI app.
 
 Endpoints (OpenAPI at ``/docs``, schema at ``/openapi.json``):
 
@@ -10,14 +10,18 @@ Endpoints (OpenAPI at ``/docs``, schema at ``/openapi.json``):
   its interval (:meth:`dpcube.release.base.Release.uncertainty`);
 - ``GET /api/releases/{name}/table?format=csv|parquet|json`` (as ``dpcube export``);
 - ``GET /api/releases/{name}/report``: the release's HTML report, if present;
-- ``GET /``: the explorer page, ``/static/...`` its files (this package's ``static`` folder).
+- ``GET /``: the explorer page, ``/static/...`` its files (this package's ``static`` folder);
+  ``GET /docs``: Swagger UI from the same folder (no CDN: it works offline).
 
 Hardening: every error is a 4xx (or, for a bug, a 500) with the body ``{"error": "one line"}``
 and no traceback (the traceback goes to the server log); request bodies over ``max_body_bytes``
-are refused with 413 before they are parsed, batches over ``max_batch`` queries with 413; no
+are refused with 413 before they are parsed, batches over ``max_batch`` queries with 413; JSON
+is read strictly and levels checked (:mod:`dpcube.serve.inputs`: repeated keys, nesting, levels
+whose interval cannot be computed are 422); no
 request text ever becomes a file path (releases are looked up by name in memory, the report path
 is fixed at load, static files are served by Starlette's ``StaticFiles`` from one folder). The app
 only reads: nothing is written and no budget is spent (a release is public by construction).
+Read timeouts and the connection limit are below the app, in :mod:`dpcube.serve.connections`.
 """
 
 from __future__ import annotations
@@ -33,14 +37,17 @@ from typing import Any
 import pydantic_core
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from dpcube.errors import DPCubeError
+from dpcube.serve.inputs import RequestRefused, check_level, read_json
 from dpcube.serve.served import ServedRelease, load_served
 
 #: Largest request body accepted (bytes): 1 MiB holds about 30,000 small queries.
@@ -52,6 +59,8 @@ DEFAULT_MAX_TABLE_ROWS = 1_000_000
 #: Longest error line returned (a huge value quoted back in a message is cut).
 MAX_ERROR_CHARS = 500
 STATIC_DIR = Path(__file__).resolve().parent / "static"
+#: Swagger UI's files (npm's swagger-ui-dist, see its SOURCE.txt), served under /static.
+SWAGGER_UI = "swagger-ui"
 
 log = logging.getLogger("dpcube.serve")
 
@@ -345,6 +354,17 @@ def overlapping_query(item: ServedRelease, query: dict[str, Any], overlapping: b
     return item.release.schema.with_overlapping(query)
 
 
+def parse_where(text: str) -> dict[str, Any]:
+    """A ``where`` parameter as :func:`dpcube.cli.main.parse_where` reads ``--where``, a JSON
+    object read strictly first (:func:`dpcube.serve.inputs.read_json`: no repeated key, no
+    nesting past the limit)."""
+    from dpcube.cli.main import parse_where as parse_cli_where
+
+    if text.strip().startswith("{"):
+        read_json(text.strip(), "where")
+    return parse_cli_where(text)
+
+
 def _safe_file_part(text: str) -> str:
     """A file-name part of letters, digits, ``._-`` only (for Content-Disposition).
 
@@ -388,6 +408,8 @@ def create_app(
             item.warm()
 
     app = FastAPI(
+        docs_url=None,  # /docs below, from this package's files rather than a CDN
+        redoc_url=None,
         title="dpcube release service",
         version=_version(),
         description=(
@@ -414,6 +436,16 @@ def create_app(
     async def refused(request: Request, exc: DPCubeError) -> JSONResponse:
         return error(400, str(exc))
 
+    @app.exception_handler(RequestRefused)
+    async def refused_input(request: Request, exc: RequestRefused) -> JSONResponse:
+        return error(exc.status, exc.line)
+
+    @app.exception_handler(ClientDisconnect)
+    async def disconnected(request: Request, exc: ClientDisconnect) -> JSONResponse:
+        # the client left (or was cut off by a read timeout) before its body was read: no bug,
+        # and nobody reads this answer
+        return error(400, "the client closed the connection before the request body was read")
+
     @app.exception_handler(Exception)
     async def bug(request: Request, exc: Exception) -> JSONResponse:
         log.error("internal error on %s %s", request.method, request.url.path, exc_info=exc)
@@ -429,8 +461,7 @@ def create_app(
     async def answer(item: ServedRelease, queries: list[Any], level: float) -> JSONResponse:
         if len(queries) > max_batch:
             return error(413, f"{len(queries):,} queries in one batch; the limit is {max_batch:,}")
-        if not 0.0 < level < 1.0:
-            return error(422, f"level must be a confidence level between 0 and 1, got {level}")
+        level = check_level(level)
         if item.bootstrap:  # replicates answer each query: keep the event loop free
             body = await run_in_threadpool(item.answer, queries, level)
         else:
@@ -472,7 +503,7 @@ def create_app(
         # parsed and validated by pydantic-core in one pass (the hot path: FastAPI's own body
         # handling costs more than answering one query)
         try:
-            body = _AnswerBody.model_validate_json(await request.body())
+            body = _AnswerBody.model_validate(read_json(await request.body(), "the request body"))
         except ValidationError as exc:
             located = [{**e, "loc": ("body", *e.get("loc", ()))} for e in exc.errors()]
             raise RequestValidationError(located) from None
@@ -502,8 +533,6 @@ def create_app(
         ),
     ) -> JSONResponse:
         """Answer one query written as `dpcube query --where` takes it."""
-        from dpcube.cli.main import parse_where
-
         item = lookup(name)
         query = overlapping_query(item, parse_where(where), overlapping)
         response = await answer(item, [query], level)
@@ -530,10 +559,10 @@ def create_app(
         """The release's labelled table (as `dpcube export`): one row per released cell, leaf,
         cuboid cell or region x size, with the estimate and its interval at `level`."""
         from dpcube.cli.export import encode, split_names
-        from dpcube.cli.main import parse_where
         from dpcube.release.tables import labelled_table, table_info
 
         item = lookup(name)
+        level = check_level(level)
         names = None if cuboid is None else split_names(cuboid, "cuboid")
         query = overlapping_query(item, parse_where(where), overlapping)
         rows = item.table_rows(names, query)
@@ -587,6 +616,21 @@ def create_app(
         if not page.is_file():
             return error(404, "the explorer page is not installed")
         return FileResponse(page, media_type="text/html")
+
+    @app.get("/docs", include_in_schema=False)
+    def docs() -> Response:
+        """Swagger UI over ``/openapi.json``, every file from this package (works offline)."""
+        if not (STATIC_DIR / SWAGGER_UI / "swagger-ui-bundle.js").is_file():
+            return error(404, "the API documentation page is not installed; see /openapi.json")
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json",
+            title="dpcube release service",
+            swagger_js_url=f"/static/{SWAGGER_UI}/swagger-ui-bundle.js",
+            swagger_css_url=f"/static/{SWAGGER_UI}/swagger-ui.css",
+            swagger_favicon_url=f"/static/{SWAGGER_UI}/favicon-32x32.png",
+            # no badge fetched from the online validator: the page makes no outside request
+            swagger_ui_parameters={"validatorUrl": None},
+        )
 
     @app.get("/favicon.ico", include_in_schema=False)
     def favicon() -> Response:

@@ -93,14 +93,20 @@ def bind(host: str, port: int, count: int = 1) -> list[socket.socket]:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
     from dpcube.serve.app import create_app
+    from dpcube.serve.connections import run_server
+    from dpcube.serve.limits import ConnectionLimits, connection_limit, descriptor_limit
 
     if args.max_batch < 1 or args.max_body_bytes < 1 or args.max_table_rows < 1:
         raise UsageError("--max-batch, --max-body-bytes and --max-table-rows must be positive")
     if args.workers < 1:
         raise UsageError(f"--workers must be at least 1, got {args.workers}")
+    limits = ConnectionLimits(
+        max_connections=connection_limit(args.max_connections, descriptor_limit()),
+        header_timeout=args.header_timeout,
+        body_timeout=args.body_timeout,
+        keep_alive=args.keep_alive_timeout,
+    )
     seed = args.bootstrap_seed
     if args.workers > 1 and seed is None:
         # every worker draws the same bootstrap replicates: the same query gets the same interval
@@ -149,11 +155,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     }
     try:
         if args.workers == 1:
-            uvicorn.Server(uvicorn.Config(app, **settings)).run(sockets=sockets)
+            run_server(app, sockets, settings, limits)
             return 0
         from dpcube.serve.workers import Workers
 
-        return Workers(sockets, options, settings).run()
+        return Workers(sockets, options, settings, limits).run()
     finally:
         for sock in sockets:
             sock.close()
@@ -188,6 +194,41 @@ def register(sub: Any) -> None:
         type=int,
         default=DEFAULT_MAX_TABLE_ROWS,
         help=f"largest table sent (default {DEFAULT_MAX_TABLE_ROWS:,} rows)",
+    )
+    from dpcube.serve.limits import (
+        DEFAULT_BODY_TIMEOUT,
+        DEFAULT_HEADER_TIMEOUT,
+        DEFAULT_KEEP_ALIVE,
+        FD_RESERVE,
+    )
+
+    p.add_argument(
+        "--max-connections",
+        type=int,
+        default=None,
+        help="most open connections per process (default: the file-descriptor limit, ulimit -n, "
+        f"less {FD_RESERVE}); one over the limit closes the connection that waited longest for "
+        "its client",
+    )
+    p.add_argument(
+        "--header-timeout",
+        type=float,
+        default=DEFAULT_HEADER_TIMEOUT,
+        help=f"seconds to receive a request's headers (default {DEFAULT_HEADER_TIMEOUT:g})",
+    )
+    p.add_argument(
+        "--body-timeout",
+        type=float,
+        default=DEFAULT_BODY_TIMEOUT,
+        help=f"seconds to receive a request's body after its headers (default "
+        f"{DEFAULT_BODY_TIMEOUT:g})",
+    )
+    p.add_argument(
+        "--keep-alive-timeout",
+        type=float,
+        default=DEFAULT_KEEP_ALIVE,
+        help=f"seconds an idle connection is kept after a response (default "
+        f"{DEFAULT_KEEP_ALIVE:g})",
     )
     p.add_argument(
         "--runs",

@@ -26,7 +26,10 @@ import socket
 import sys
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dpcube.serve.limits import ConnectionLimits
 
 #: A worker that exits by itself (not killed by a signal) within this many seconds of being started
 #: failed to start (a release it could not load, a port it could not use): the parent stops instead
@@ -40,30 +43,41 @@ RESTART_WINDOW = 60.0
 POLL_SECONDS = 0.5
 
 
-def worker_main(options: dict[str, Any], settings: dict[str, Any], sock: socket.socket) -> None:
-    """One worker: the app of :func:`dpcube.serve.app.create_app` on ``sock`` (uvicorn)."""
-    import uvicorn
-
+def worker_main(
+    options: dict[str, Any],
+    settings: dict[str, Any],
+    limits: ConnectionLimits,
+    sock: socket.socket,
+) -> None:
+    """One worker: the app of :func:`dpcube.serve.app.create_app` on ``sock`` (uvicorn, with
+    the read timeouts and connection limit of :mod:`dpcube.serve.connections`)."""
     from dpcube.serve.app import create_app
+    from dpcube.serve.connections import run_server
 
     options = dict(options)
     app = create_app(options.pop("release_dirs"), **options)
-    uvicorn.Server(uvicorn.Config(app, **settings)).run(sockets=[sock])
+    run_server(app, [sock], settings, limits)
 
 
 class Workers:
     """The parent of ``--workers N``: one process per socket, kept alive until a signal.
 
     ``options`` are :func:`~dpcube.serve.app.create_app`'s arguments (``release_dirs`` and the
-    keywords), ``settings`` uvicorn's ``Config`` keywords.
+    keywords), ``settings`` uvicorn's ``Config`` keywords, ``limits`` each worker's timeouts and
+    connection limit.
     """
 
     def __init__(
-        self, sockets: list[socket.socket], options: dict[str, Any], settings: dict[str, Any]
+        self,
+        sockets: list[socket.socket],
+        options: dict[str, Any],
+        settings: dict[str, Any],
+        limits: ConnectionLimits,
     ) -> None:
         self.sockets = sockets
         self.options = options
         self.settings = settings
+        self.limits = limits
         self.context = multiprocessing.get_context("spawn")
         self.processes: list[Any] = []
         self.started: list[float] = []
@@ -72,7 +86,7 @@ class Workers:
     def start(self, index: int) -> Any:
         process = self.context.Process(
             target=worker_main,
-            args=(self.options, self.settings, self.sockets[index]),
+            args=(self.options, self.settings, self.limits, self.sockets[index]),
             name=f"dpcube-serve-worker-{index}",
         )
         process.start()

@@ -67,7 +67,10 @@ def census_table(
             counties = np.flatnonzero(state_of == s)
             for c in rng.choice(counties, size=outliers_per_state):
                 leaf[c, rng.integers(8, max_size + 1) - 1] += 1
-    return GroupSizeTable(h, h.aggregate(leaf))
+    # Synthetic: its G is a parameter of the generator, public by construction.
+    return GroupSizeTable(h, h.aggregate(leaf)).declare_public_groups(
+        declared_by="generator", how="a synthetic table"
+    )
 
 
 def persons_sql(relation: str = "groups", chunk: int = 65536) -> str:
@@ -147,4 +150,5 @@ def regroup_through_duckdb(table: GroupSizeTable, threads: int | None = None) ->
         region="region",
         hierarchy=parents,
         max_size=table.max_size,
+        public_groups=table.groups,
     )

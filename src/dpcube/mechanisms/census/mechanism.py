@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from dpcube.engine.counting import REGION_OF_UNIT
 from dpcube.errors import BudgetError, DataError
 from dpcube.histogram import Histogram
 from dpcube.mechanisms.base import Mechanism, SensitivityClaim, refuse_delta
@@ -62,13 +63,22 @@ from dpcube.mechanisms.census.exact import exact_cumulative, exact_hierarchical
 from dpcube.mechanisms.census.hierarchy import RegionHierarchy
 from dpcube.mechanisms.census.release import CensusRelease
 from dpcube.mechanisms.census.table import GroupSizeTable
-from dpcube.privacy.ledger import BudgetLedger
+from dpcube.privacy.ledger import BudgetLedger, RequestedTotal
 from dpcube.privacy.neighbours import Neighbour
 from dpcube.privacy.random import RandomSource
 from dpcube.release.base import Release, ReleaseMetadata
 from dpcube.schema import Nominal, Schema
 
 METHODS = ("dp", "cdp", "cdp_approx", "qp", "qp_cumulative", "qip", "qip_cumulative", "topdown")
+#: The methods that measure the group-size vectors n^r themselves (sensitivity 2 per person).
+GROUP_SIZE_METHODS = ("dp", "qp", "qip", "topdown")
+#: Why a table without a declared G is refused, and how to declare it (one line).
+MISSING_DECLARATION = (
+    "census-hierarchy releases the number of groups G exactly (every level sums to it), so it "
+    "must be public and only the curator can say so: declare it with --public-groups G "
+    "(checked against the data) or --groups-are-public (in Python: group_sizes(..., "
+    "public_groups=G or True) or table.declare_public_groups())"
+)
 #: Top code of the tiny "units histogram" form used by the conformance suite (see units_table).
 UNITS_MAX_SIZE = 3
 
@@ -128,7 +138,11 @@ def units_table(
     start = h.leaves.start
     for unit, size in zip(attr.categories, sizes, strict=True):
         leaf[h.index[unit_region[unit]] - start, size - 1] += 1
-    return GroupSizeTable(h, h.aggregate(leaf), top_coded=True)
+    table = GroupSizeTable(h, h.aggregate(leaf), top_coded=True)
+    # The units are listed in the (public) schema, so G is public by the schema itself.
+    return table.declare_public_groups(
+        declared_by="schema", how="the units listed in the schema's hierarchy"
+    )
 
 
 #: Largest half-width of the dp solver's window (its tables hold about 2 w + 1 entries a node).
@@ -140,7 +154,7 @@ class CensusHierarchy(Mechanism):
 
     >>> from dpcube.privacy import NO_NOISE
     >>> h = RegionHierarchy.from_parents({"GA": "US", "NY": "US"})
-    >>> t = GroupSizeTable(h, h.aggregate(np.array([[2, 0, 1], [1, 1, 1]])))
+    >>> t = GroupSizeTable(h, h.aggregate(np.array([[2, 0, 1], [1, 1, 1]])), public_groups=True)
     >>> r = CensusHierarchy(1.0, method="dp").release(t, random_state=NO_NOISE)
     >>> r.answer({"region": "GA", "size": [1, 2]}), r.answer({})
     (2.0, 6.0)
@@ -328,6 +342,28 @@ class CensusHierarchy(Mechanism):
             action="store_true",
             help="census-hierarchy: count groups above K in the 'K or more' bin",
         )
+        parser.add_argument(
+            "--public-groups",
+            dest="public_groups",
+            type=int,
+            metavar="G",
+            help="census-hierarchy: the number of groups, which you declare public (it is "
+            "released exactly; checked against the data before anything is spent)",
+        )
+        parser.add_argument(
+            "--groups-are-public",
+            dest="groups_are_public",
+            action="store_true",
+            help="census-hierarchy: declare that the number of groups in this data is public",
+        )
+        parser.add_argument(
+            "--region-of-unit",
+            dest="region_of_unit",
+            choices=REGION_OF_UNIT,
+            help="census-hierarchy: give a unit seen in several leaf regions one region: 'first' "
+            "(smallest region code) or 'most' (region of most of its rows; ties to the smallest "
+            "code); group-size methods only (dp, qp, qip, topdown)",
+        )
 
     @classmethod
     def from_cli(cls, args: argparse.Namespace, params: dict[str, Any]) -> Mechanism:
@@ -350,18 +386,36 @@ class CensusHierarchy(Mechanism):
         ]
         if missing:
             raise DataError(f"--mechanism census-hierarchy needs {' '.join(missing)}")
+        declared = getattr(args, "public_groups", None)
+        declared_all = bool(getattr(args, "groups_are_public", False))
+        if declared is not None and declared_all:
+            raise DataError(
+                "--public-groups and --groups-are-public both declare the number of groups; "
+                "give one of them"
+            )
+        if declared is None and not declared_all:
+            raise DataError(MISSING_DECLARATION)
         from dpcube.mechanisms.census.table import group_sizes
 
-        return group_sizes(
+        table = group_sizes(
             args.data,
             unit=args.group_by,
             region=args.region,
             hierarchy=args.hierarchy,
             max_size=args.max_size,
             top_code=bool(getattr(args, "top_code", False)),
+            on_out_of_domain=getattr(args, "on_out_of_domain", "error"),
+            region_of_unit=getattr(args, "region_of_unit", None),
             dataset=getattr(args, "dataset_identity", None),
             show_values=bool(getattr(args, "show_values", False)),
             engine=getattr(args, "engine", None),
+        )
+        if declared is None:
+            return table.declare_public_groups(True, how="--groups-are-public")
+        return table.declare_public_groups(
+            int(declared),
+            how=f"--public-groups {declared}",
+            show_values=bool(getattr(args, "show_values", False)),
         )
 
     # -- releasing ------------------------------------------------------------------------------
@@ -380,6 +434,7 @@ class CensusHierarchy(Mechanism):
         *,
         ledger: BudgetLedger | None = None,
         account: bool = True,
+        requested_total: RequestedTotal | None = None,
     ) -> Release:
         if self.noise_mode == "as_published":
             if ledger is not None or (account and random_state is None):
@@ -387,11 +442,25 @@ class CensusHierarchy(Mechanism):
                     "noise_mode='as_published' is not epsilon-DP (spec 2.8) and cannot be charged "
                     "to a ledger; release it with account=False (never for publication)"
                 )
-        return super().release(data, random_state, ledger=ledger, account=account)
+        return super().release(
+            data, random_state, ledger=ledger, account=account, requested_total=requested_total
+        )
 
     def validate(self, data: GroupSizeTable) -> None:
-        """The dp solver's window must fit in memory (it grows as 1/epsilon): checked before the
-        charge."""
+        """Checked before the charge: G was declared public; a table whose units were given one
+        region (``region_of_unit``) goes to a group-size method; the dp solver's window fits in
+        memory (it grows as 1/epsilon)."""
+        if not data.groups_declared:
+            raise DataError(MISSING_DECLARATION)
+        if data.region_of_unit is not None and self.method not in GROUP_SIZE_METHODS:
+            raise BudgetError(
+                f"census-hierarchy: units given one region by region_of_unit="
+                f"{data.region_of_unit!r} can move a whole group between regions when one "
+                "person joins, which changes up to 2k - 1 cumulative counts, beyond the sensitivity "
+                f"method={self.method!r} is calibrated to; use method dp, qp, qip or topdown "
+                "(--param method=dp), whose group-size counts still change by at most 2 per "
+                "person, or fix the data"
+            )
         if self.method != "dp":
             return
         h, k = data.hierarchy, data.max_size
@@ -515,6 +584,7 @@ class CensusHierarchy(Mechanism):
         metadata.sensitivity = {
             f"level{m['level']}_{m['measurement']}": float(m["sensitivity"]) for m in acct["levels"]
         }
+        metadata.declared_public = [dict(d) for d in data.declared_public]
         if not acct["private"]:
             metadata.report["WARNING"] = (
                 f"NOT epsilon-DP: noise_mode='as_published' spends epsilon = {acct['epsilon_spent']:.6g}, not {self.epsilon}"

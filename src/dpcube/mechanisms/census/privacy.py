@@ -18,6 +18,14 @@ cumulative vectors Gamma(n^r) (L. 6) 1           2          M_C, M_CDP^~, M_CDP 
 level chain (size-major prefix sum)  |R_l|       2 |R_l|    spec 1.6 ISSUE, M_CDP chain
 ===================================  ==========  =========  ==============================
 
+Units given one region by ``region_of_unit`` (a unit seen in several regions in the data, see
+:func:`dpcube.engine.counting.group_size_counts`): one individual joining or leaving a unit can
+then also move it to another region, so one level's group-size vectors change by -1 at (old
+region, s) and +1 at (new region, s +/- 1): still 2 in L1 per moved individual, and the
+group-size methods keep their guarantee. The cumulative vectors change by up to 2k - 1 and the
+chain more, so the methods measuring them refuse such a table before the charge
+(:meth:`dpcube.mechanisms.census.mechanism.CensusHierarchy.validate`).
+
 Every level gets epsilon / L (Theorem 1: parallel composition within a level, sequential across
 levels). Noise is the double-geometric (discrete Laplace) of scale Delta / epsilon_l, i.e.
 alpha = exp(-epsilon_l / Delta), drawn by :func:`dpcube.privacy.samplers.add_discrete_laplace`.

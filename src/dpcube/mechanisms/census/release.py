@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 from numpy.typing import NDArray
 
-from dpcube.errors import QueryError
+from dpcube.errors import QueryError, ReleaseError
 from dpcube.mechanisms.census.hierarchy import RegionHierarchy
 from dpcube.release.base import Release, ReleaseMetadata, column_numpy
 
@@ -65,7 +65,7 @@ class CensusRelease(Release):
             None if measurements is None else np.asarray(measurements, dtype=np.int64)
         )
         if self.measurements is not None and self.measurements.shape != self.values.shape:
-            raise QueryError(
+            raise ReleaseError(
                 f"measurements of shape {self.measurements.shape} do not match the release's "
                 f"{self.values.shape}"
             )
@@ -236,6 +236,7 @@ class CensusRelease(Release):
         h = self.hierarchy
         leaves = np.clip(self.values[h.leaves], 0, None)
         table = GroupSizeTable(h, h.aggregate(leaves), top_coded=self.top_coded)
+        table.declare_public_groups(declared_by="release", how="the G this release holds")
         mechanism = rebuild_mechanism(self.metadata)
         truth = CensusRelease(
             self.metadata, h, table.counts, table.groups, top_coded=self.top_coded
@@ -321,14 +322,34 @@ class CensusRelease(Release):
         )
         c = tables["counts"]
         values = np.zeros((h.size, int(state["max_size"])), dtype=np.int64)
-        values[column_numpy(c, "region"), column_numpy(c, "size") - 1] = column_numpy(c, "count")
+        regions, sizes = column_numpy(c, "region"), column_numpy(c, "size")
+        if len(regions) and (
+            regions.min() < 0
+            or regions.max() >= h.size
+            or sizes.min() < 1
+            or sizes.max() > values.shape[1]
+        ):
+            raise ReleaseError(
+                f"the 'counts' table names a region outside 0..{h.size - 1} or a size outside "
+                f"1..{values.shape[1]}; the state or the table was edited: do not use this release"
+            )
+        values[regions, sizes - 1] = column_numpy(c, "count")
         measurements = None
         if "measurements" in tables:
             t = tables["measurements"]
+            m_regions, m_sizes = column_numpy(t, "region"), column_numpy(t, "size")
+            if len(m_regions) and (
+                m_regions.min() < 0
+                or m_regions.max() >= h.size
+                or m_sizes.min() < 1
+                or m_sizes.max() > values.shape[1]
+            ):
+                raise ReleaseError(
+                    f"the 'measurements' table names a region outside 0..{h.size - 1} or a size "
+                    f"outside 1..{values.shape[1]}; the table was edited: do not use this release"
+                )
             measurements = np.zeros_like(values)
-            measurements[column_numpy(t, "region"), column_numpy(t, "size") - 1] = column_numpy(
-                t, "noisy"
-            )
+            measurements[m_regions, m_sizes - 1] = column_numpy(t, "noisy")
         return cls(
             metadata,
             h,

@@ -1,8 +1,12 @@
 """Group-size tables: how many groups of each size 1..k each region has (spec section 1.3).
 
 ``n[r, s-1]`` is n_s^r, the number of groups (households, taxis) of size s in region r, for every
-region of the hierarchy (internal rows are sums of their children). G, the number of groups, is
-public (spec section 1.5), as are the units and their regions.
+region of the hierarchy (internal rows are sums of their children). The mechanisms treat G, the
+number of groups, as public (spec section 1.5): it is released exactly and every level is made
+to sum to it. Only the curator can say that it is, so a table carries the declaration
+(:meth:`GroupSizeTable.declare_public_groups`, ``public_groups=`` of :func:`group_sizes` and of
+the constructor; CLI ``--public-groups N`` or ``--groups-are-public``), and a release without it
+is refused before the charge.
 
 :func:`group_sizes` builds the table from person-level data in DuckDB or Spark (group by unit,
 then by region and size): the persons never reach Python.
@@ -27,10 +31,15 @@ if TYPE_CHECKING:
 class GroupSizeTable:
     """Counts of groups by region and size for a :class:`RegionHierarchy`.
 
+    ``public_groups`` declares G public: ``True`` ("the number of groups in this table is
+    public") or the public figure itself, checked against the table.
+
     >>> h = RegionHierarchy.from_parents({"GA": "US", "NY": "US"})
-    >>> t = GroupSizeTable(h, h.aggregate(np.array([[2, 0, 1], [1, 1, 1]])))
+    >>> t = GroupSizeTable(h, h.aggregate(np.array([[2, 0, 1], [1, 1, 1]])), public_groups=6)
     >>> t.max_size, t.groups, t.row("US").tolist()
     (3, 6, [3, 1, 2])
+    >>> t.declared_public
+    [{'figure': 'groups', 'value': 6, 'declared_by': 'curator', 'how': 'public_groups=6'}]
     """
 
     hierarchy: RegionHierarchy
@@ -41,6 +50,15 @@ class GroupSizeTable:
     #: The data set identity that selects the budget ledger (never released; see
     #: :class:`dpcube.Histogram`); ``None`` for bare counts.
     dataset: str | None = field(default=None, repr=False, compare=False)
+    #: How units seen in several regions were given one (``"first"``, ``"most"``; ``None``:
+    #: every unit lay in one region). Only the group-size measurements stay within their
+    #: sensitivity under it (see :mod:`dpcube.mechanisms.census.privacy`).
+    region_of_unit: str | None = field(default=None, repr=False, compare=False)
+    #: Declares G public on construction (see :meth:`declare_public_groups`).
+    public_groups: int | bool | None = field(default=None, repr=False, compare=False)
+    #: The figures declared public, each ``{"figure", "value", "declared_by", "how"}``; written
+    #: into the release's manifest (``declared_public``).
+    declared_public: list[dict[str, Any]] = field(default_factory=list, compare=False)
 
     def __post_init__(self) -> None:
         self.counts = np.asarray(self.counts, dtype=np.int64)
@@ -53,6 +71,56 @@ class GroupSizeTable:
         if (self.counts < 0).any():
             r, s = np.argwhere(self.counts < 0)[0]
             raise DataError(f"negative count for region {self.hierarchy.names[r]!r}, size {s + 1}")
+        if self.public_groups is not None and self.public_groups is not False:
+            self.declare_public_groups(self.public_groups)
+
+    def declare_public_groups(
+        self,
+        value: int | bool = True,
+        *,
+        declared_by: str = "curator",
+        how: str | None = None,
+        show_values: bool = False,
+    ) -> GroupSizeTable:
+        """Record that G, the number of groups, is public (returns the table).
+
+        ``value`` is ``True`` (whatever G this table has is public) or the public figure, which
+        must equal the table's G: a mismatch is refused and, as the true G is a figure of the
+        data, names it only with ``show_values`` (the curator's own terminal; never a release).
+        ``declared_by`` says who vouches for it (``curator``; ``schema`` when the units are
+        listed in a public schema; ``release`` when G was read from a release), ``how`` the
+        flag or keyword that declared it.
+        """
+        if value is True:
+            figure = self.groups
+            how = how or "public_groups=True"
+        elif isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
+            raise DataError(
+                f"public_groups must be True or a whole number of groups, got {value!r}"
+            )
+        else:
+            figure = int(value)
+            how = how or f"public_groups={figure}"
+            if figure != self.groups:
+                shown = (
+                    f" ({self.groups:,})"
+                    if show_values
+                    else " (not shown: it is a figure of the data; show_values=True or --show-values shows it)"
+                )
+                raise DataError(
+                    f"{how}: the data holds a different number of groups{shown}; declare the "
+                    "figure that is public for this data, or declare whatever it holds public "
+                    "(public_groups=True, CLI --groups-are-public)"
+                )
+        entry = {"figure": "groups", "value": figure, "declared_by": declared_by, "how": how}
+        self.declared_public = [d for d in self.declared_public if d.get("figure") != "groups"]
+        self.declared_public.append(entry)
+        return self
+
+    @property
+    def groups_declared(self) -> bool:
+        """Whether someone declared G public (:meth:`declare_public_groups`)."""
+        return any(d.get("figure") == "groups" for d in self.declared_public)
 
     @property
     def max_size(self) -> int:
@@ -145,6 +213,9 @@ def group_sizes(
     hierarchy: RegionHierarchy | str | Any,
     max_size: int,
     top_code: bool = False,
+    public_groups: int | bool | None = None,
+    on_out_of_domain: str = "error",
+    region_of_unit: str | None = None,
     dataset: str | None = None,
     show_values: bool = False,
     engine: str | Engine | None = None,
@@ -159,17 +230,33 @@ def group_sizes(
     person with a unit (group) id ``unit`` and a leaf region ``region``. ``hierarchy`` is a
     :class:`RegionHierarchy`, a path to a hierarchy file, or a ``{region: parent}`` mapping.
 
-    Errors: a unit in two leaf regions, a region missing from the hierarchy, a group larger than
-    ``max_size`` (unless ``top_code``), a NULL unit or region. The errors count the units and
-    regions concerned; unit ids and region values from the data (private) are named only with
-    ``show_values=True`` (CLI ``--show-values``). ``dataset`` names the data set for its budget
-    ledger (default: the fingerprint of ``source``).
+    ``public_groups`` declares G, the number of groups, public (the census mechanisms release it
+    exactly and refuse a table without the declaration): ``True`` for "the number of groups in
+    this data is public", or the public figure, checked here against the data
+    (:meth:`GroupSizeTable.declare_public_groups`).
+
+    ``on_out_of_domain`` is the policy of every mechanism for rows outside the domain: under
+    ``"error"`` (default) and ``"clip"`` a row with a NULL unit or region, or a region missing
+    from the hierarchy or not a leaf of it, is refused; under ``"drop"`` the row is not counted
+    (before the units are formed: a unit keeps its other rows). ``region_of_unit`` (``"first"`` or
+    ``"most"``, see :func:`~dpcube.engine.counting.group_size_counts`) gives each unit seen in
+    several leaf regions one region; without it such a unit is refused.
+
+    Other errors: a group larger than ``max_size`` (unless ``top_code``). The errors count the
+    units and regions concerned; unit ids and region values from the data (private) are named
+    only with ``show_values=True`` (CLI ``--show-values``). ``dataset`` names the data set for
+    its budget ledger (default: the fingerprint of ``source``). The curator's report
+    (:attr:`GroupSizeTable.report`, never released) counts what was dropped or reassigned.
     """
     import pandas as pd
 
-    from dpcube.engine import get_engine
+    from dpcube.engine import POLICIES, get_engine
     from dpcube.engine.counting import group_size_counts
 
+    if on_out_of_domain not in POLICIES:
+        raise DataError(
+            f"on_out_of_domain must be one of {', '.join(POLICIES)}, got {on_out_of_domain!r}"
+        )
     if isinstance(hierarchy, RegionHierarchy):
         h = hierarchy
     elif isinstance(hierarchy, dict):
@@ -178,8 +265,20 @@ def group_sizes(
         h = RegionHierarchy.from_file(hierarchy)
     if int(max_size) < 1:
         raise DataError(f"max_size must be at least 1, got {max_size}")
+    counted: dict[str, Any] = {}
     with get_engine(engine, source).open(source) as persons:
-        frame = pd.DataFrame(group_size_counts(persons, unit, region, show_values))
+        frame = pd.DataFrame(
+            group_size_counts(
+                persons,
+                unit,
+                region,
+                show_values,
+                on_out_of_domain=on_out_of_domain,
+                region_of_unit=region_of_unit,
+                leaves=h.names[h.leaves],
+                report=counted,
+            )
+        )
     frame["region"] = frame["region"].astype(str)
     unknown = sorted(set(frame["region"].astype(str)) - set(h.names))
     if unknown:
@@ -190,11 +289,27 @@ def group_sizes(
         )
         raise DataError(
             f"{len(unknown):,} values of column {region!r} are missing from the hierarchy{named}; "
-            "add them to the hierarchy or fix the data"
+            "add them to the hierarchy, fix the data, or leave their rows out with "
+            "--on-out-of-domain drop (on_out_of_domain='drop')"
         )
     table = GroupSizeTable.from_frame(frame, h, max_size=max_size, top_code=top_code)
     table.persons = int(frame["persons"].sum())
-    table.report = {"groups": table.groups, "persons": table.persons, "max_size": table.max_size}
+    table.report = {
+        "groups": table.groups,
+        "persons": table.persons,
+        "max_size": table.max_size,
+        "on_out_of_domain": on_out_of_domain,
+        "dropped": {
+            "rows_with_null_unit_or_region": int(counted.get("null_rows_dropped", 0)),
+            "rows_outside_the_hierarchy_leaves": int(counted.get("rows_outside_leaves_dropped", 0)),
+        },
+    }
+    if region_of_unit is not None:
+        table.report["region_of_unit"] = region_of_unit
+        table.report["units_reassigned"] = int(counted.get("units_reassigned", 0))
+    if public_groups is not None and public_groups is not False:
+        table.declare_public_groups(public_groups, show_values=show_values)
+    table.region_of_unit = region_of_unit
     from dpcube.histogram import data_set_identity
 
     table.dataset = data_set_identity(source, dataset)

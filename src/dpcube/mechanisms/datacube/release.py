@@ -345,10 +345,26 @@ class CuboidRelease(Release):
     ) -> CuboidRelease:
         if schema is None:
             raise ReleaseError("a 'cuboids' release needs its schema in the manifest")
-        table = tables["cuboids"]
+        table = tables.get("cuboids")
+        if table is None or table.column_names != ["cuboid", "value"]:
+            raise ReleaseError("a 'cuboids' release needs a 'cuboids' table of (cuboid, value)")
         ids = column_numpy(table, "cuboid")
         values = column_numpy(table, "value")
-        cuboids = {int(m): values[ids == m] for m in state["published"]}
+        lattice = CubeGeometry(schema).lattice
+        published = [int(m) for m in state["published"]]
+        if not set(np.unique(ids).tolist()) <= set(published):
+            raise ReleaseError("the 'cuboids' table holds a cuboid that is not published")
+        for m in published:
+            if not 0 <= m < 2 ** len(schema.attributes):
+                raise ReleaseError(f"published cuboid {m} is not one of the schema's")
+            expected = int(np.prod(shape(lattice, m)))
+            if int((ids == m).sum()) != expected:
+                raise ReleaseError(
+                    f"the 'cuboids' table has {int((ids == m).sum()):,} cells of cuboid "
+                    f"{list(CubeGeometry(schema).attributes(m))} but the schema gives it "
+                    f"{expected:,}; the schema or the table was edited: do not use this release"
+                )
+        cuboids = {m: values[ids == m] for m in published}
         return cls(
             schema,
             metadata,

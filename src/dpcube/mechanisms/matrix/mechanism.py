@@ -428,7 +428,10 @@ class MatrixMechanism(Mechanism):
             "--strategy", choices=STRATEGIES, default="lsa", help="matrix mechanism strategy"
         )
         group.add_argument(
-            "--workload", default=None, help="workload spec (allrange:1024, ...) or JSON/CSV file"
+            "--workload",
+            default=None,
+            help="workload spec (allrange:1024, marginals:2:8x8, with the schema's grid allrange, "
+            "prefix, marginals:K, upto:K; as dpcube plan) or JSON/CSV file",
         )
 
     @classmethod

@@ -106,6 +106,8 @@ def noise_comparison(
     laplace_error = laplace.release_noise_variance(strategy) * trace
     return {
         "laplace_error": laplace_error,
+        "laplace_sensitivity": laplace.sensitivity(strategy),
+        "laplace_support": laplace.support(strategy),
         "winner": "gaussian" if gaussian_error < laplace_error else "laplace",
         "gaussian_over_laplace": gaussian_error / laplace_error,
     }

@@ -43,7 +43,7 @@ from dpcube.linalg.operators import (
     Total,
     box_rows,
 )
-from dpcube.schema import Schema
+from dpcube.schema import Attribute, Nominal, Ordinal, Schema, Spatial
 
 IntArray = NDArray[np.int64]
 
@@ -635,7 +635,8 @@ def parse_workload(spec: str) -> Workload:
         raise QueryError(f"bad workload spec {spec!r}: {exc}") from None
     raise QueryError(
         f"unknown workload spec {spec!r}; use e.g. allrange:1024, allrange:32x32, prefix:4096, "
-        "marginals:2:8x8x8, random-range:10000:32x32 or a JSON/CSV file of range queries"
+        "marginals:2:8x8x8, random-range:10000:32x32, with a schema allrange, prefix, "
+        "marginals:K or upto:K, or a JSON/CSV file of range queries"
     )
 
 
@@ -687,9 +688,93 @@ def load_workload_file(path: str | Path, schema: Schema) -> Workload:
     return from_boxes(boxes, schema.shape, name=p.name)
 
 
+def attribute_family(attribute: Attribute) -> str:
+    """The query family token of one attribute (see
+    :func:`~dpcube.mechanisms.matrix.workloads.parse_families`).
+
+    >>> attribute_family(Ordinal.from_range("age", 0, 9, 1))
+    'r10'
+    """
+    if isinstance(attribute, Ordinal):
+        return f"r{attribute.shape[0]}"
+    if isinstance(attribute, Spatial):
+        return "r" + "x".join(str(n) for n in attribute.shape)
+    if isinstance(attribute, Nominal):
+        n = len(attribute.categories)
+        h = attribute.hierarchy
+        if h is None:
+            return f"c{n}"
+        nodes = sorted(
+            {iv for node, iv in h.intervals.items() if iv[0] != iv[1] and iv != (0, n - 1)}
+        )
+        return f"t{n}@" + ".".join(f"{a}-{b}" for a, b in nodes) if nodes else f"c{n}"
+    raise QueryError(f"attribute {attribute.name!r}: no query family for its kind")
+
+
+def schema_workload_spec(schema: Schema, k: int) -> str:
+    """``upto:K:<families>`` for the schema's attributes.
+
+    >>> s = Schema.from_dict({"attributes": [
+    ...     {"name": "a", "kind": "ordinal", "range": [0, 3], "width": 1},
+    ...     {"name": "s", "kind": "nominal", "categories": ["F", "M"]}]})
+    >>> schema_workload_spec(s, 1)
+    'upto:1:r4,c2'
+    """
+    return f"upto:{k}:" + ",".join(attribute_family(a) for a in schema.attributes)
+
+
+def _dims(schema: Schema) -> str:
+    return "x".join(str(n) for n in schema.shape)
+
+
+def _int(text: str, spec: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise QueryError(f"workload {spec!r}: K must be an integer, got {text!r}") from None
+
+
+def schema_spec(text: str, schema: Schema | None) -> str | None:
+    """The full spec of a workload that takes its grid from the schema (``allrange``,
+    ``prefix``, ``marginals:K``, ``upto:K`` / ``queries:K``), or None for any other text.
+
+    >>> s = Schema.from_dict({"attributes": [
+    ...     {"name": "a", "kind": "ordinal", "range": [0, 3], "width": 1},
+    ...     {"name": "s", "kind": "nominal", "categories": ["F", "M"]}]})
+    >>> schema_spec("allrange", s), schema_spec("upto:2", s), schema_spec("prefix:8", s)
+    ('allrange:4x2', 'upto:2:r4,c2', None)
+    """
+    parts = text.split(":")
+    kind = parts[0].lower()
+    takes_grid = (kind in ("allrange", "prefix") and len(parts) == 1) or (
+        kind in ("upto", "queries", "marginals") and len(parts) == 2
+    )
+    if not takes_grid:
+        return None
+    if schema is None:
+        raise QueryError(
+            f"workload {text!r} takes its grid from the schema: give --schema (schema= in Python)"
+        )
+    if kind in ("upto", "queries"):
+        return schema_workload_spec(schema, _int(parts[1], text))
+    if kind in ("allrange", "prefix"):
+        return f"{kind}:{_dims(schema)}"
+    if any(len(a.shape) != 1 for a in schema.attributes):
+        raise QueryError(
+            f"workload {text!r}: marginals over the schema need one axis per "
+            "attribute; give the grid (marginals:K:8x8x...) or use upto:K"
+        )
+    return f"marginals:{_int(parts[1], text)}:{_dims(schema)}"
+
+
 def resolve_workload(workload: Any, schema: Schema | None = None) -> Workload:
     """A :class:`Workload` from a Workload, a spec string, a file path (needs ``schema``) or a
-    list of query dicts (needs ``schema``)."""
+    list of query dicts (needs ``schema``).
+
+    Spec strings are those of :func:`parse_workload` (``allrange:1024``, ``marginals:2:8x8x8``,
+    ...) and, with a schema, the same kinds without the grid (``allrange``, ``prefix``,
+    ``marginals:K``) and ``upto:K`` / ``queries:K``: every query the schema's attributes allow
+    on at most K attributes at a time (:func:`schema_spec`)."""
     if isinstance(workload, Workload):
         return workload
     if isinstance(workload, str | Path):
@@ -700,7 +785,7 @@ def resolve_workload(workload: Any, schema: Schema | None = None) -> Workload:
                     f"workload file {text!r} needs a schema to resolve its attribute names"
                 )
             return load_workload_file(text, schema)
-        return parse_workload(text)
+        return parse_workload(schema_spec(text.strip(), schema) or text)
     if isinstance(workload, list | tuple) and schema is not None:
         boxes = np.array([schema.box(q) for q in workload], dtype=np.int64).reshape(
             len(workload), -1, 2
@@ -720,6 +805,7 @@ __all__ = [
     "allrange",
     "allrange_gram_1d",
     "allrange_rows_1d",
+    "attribute_family",
     "attribute_queries",
     "average_coverage",
     "box_gram",
@@ -740,5 +826,7 @@ __all__ = [
     "prefix_gram_1d",
     "random_ranges",
     "resolve_workload",
+    "schema_spec",
+    "schema_workload_spec",
     "workload_from_dict",
 ]

@@ -756,11 +756,17 @@ class LeafRelease(Release):
     ) -> LeafRelease:
         if schema is None:
             raise ReleaseError("a spatial leaf release needs its schema in the manifest")
-        t = tables["leaves"]
+        t = tables.get("leaves")
+        if t is None:
+            raise ReleaseError("a spatial leaf release has no 'leaves' table")
+        missing = [n for n in ("row0", "row1", "col0", "col1", "count") if n not in t.column_names]
+        if missing:
+            raise ReleaseError(f"the 'leaves' table has no column {missing[0]!r}")
         rects = np.stack(
             [column_numpy(t, n).astype(np.int64) for n in ("row0", "row1", "col0", "col1")],
             axis=1,
         )
+        check_tiling(rects, grid_shape(schema))
         names = t.column_names
         return cls(
             schema,
@@ -783,3 +789,29 @@ class LeafRelease(Release):
                 f"- epsilon per root-to-leaf path: min {self.budget_paths.min():.6g}, max {self.budget_paths.max():.6g}"
             )
         return lines
+
+
+def check_tiling(rects: NDArray[np.int64], shape: tuple[int, int]) -> None:
+    """Refuse leaves (rows ``[row0, row1)`` x columns ``[col0, col1)``) that do not tile the
+    schema's ``shape``: a rectangle empty or outside the grid, or areas that do not add up to the
+    grid's (a schema or table edited after the save)."""
+    rows, cols = shape
+    r0, r1, c0, c1 = rects.T
+    if len(rects) and (
+        r0.min() < 0
+        or c0.min() < 0
+        or r1.max() > rows
+        or c1.max() > cols
+        or (r1 <= r0).any()
+        or (c1 <= c0).any()
+    ):
+        raise ReleaseError(
+            f"the 'leaves' table holds a rectangle outside the schema's {rows} x {cols} grid; "
+            "the schema or the table was edited: do not use this release"
+        )
+    area = int(((r1 - r0) * (c1 - c0)).sum())
+    if area != rows * cols:
+        raise ReleaseError(
+            f"the 'leaves' table covers {area:,} cells but the schema's {rows} x {cols} grid "
+            f"has {rows * cols:,}; the schema or the table was edited: do not use this release"
+        )
