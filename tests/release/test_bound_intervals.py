@@ -160,7 +160,7 @@ def _long_tailed_census() -> tuple[Any, list[dict[str, Any]], np.ndarray]:
     for i in range(30):
         sizes = np.minimum(rng.zipf(1.6, size=int(rng.integers(3, 40))), k)
         np.add.at(leaves[i], sizes - 1, 1)
-    table = GroupSizeTable(h, h.aggregate(leaves))
+    table = GroupSizeTable(h, h.aggregate(leaves)).declare_public_groups(declared_by="test")
     shapes = [(1, 1), (1, k), (2, 10), (5, k)]
     queries: list[dict[str, Any]] = [
         {"region": f"R{i}", "size": [lo, hi]} for i in range(30) for lo, hi in shapes
