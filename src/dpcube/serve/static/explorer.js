@@ -531,7 +531,7 @@
       return `${level} interval = answer \u00b1 z \u00d7 the exact standard deviation of the noise added for privacy (sd ${formatNumber(answer.stddev)}). It covers the privacy noise only, not errors in the data itself.`;
     }
     if (data.error_kind === "bound") {
-      return `${level} interval bounded whatever the points do inside the map's leaves (valid on any data): ${answer.interval_reason || ""}`;
+      return `${level} interval valid on any data (it assumes nothing about how the data lie): ${answer.interval_reason || ""}`;
     }
     if (data.error_kind === "bootstrap") {
       return `${level} interval from a parametric bootstrap (${data.bootstrap_runs} re-releases of the release itself, no budget spent): it covers the mechanism's whole error (noise and its post-processing), estimated, not exact; error sd ${formatNumber(answer.stddev)}. ${data.error_reason || ""}`;
