@@ -51,7 +51,9 @@ def test_cell_table_has_labels_edges_and_exact_intervals(cells: Any) -> None:
     assert list(df.columns) == [
         "age", "age_lo", "age_hi", "income", "income_lo", "income_hi", "sex",
         "estimate", "stddev", "lower", "upper", "level",
+        "trusted", "interval_kind", "interval_reason",
     ]  # fmt: skip
+    assert df.trusted.all() and set(df.interval_kind) == {"exact"}
     row = df[(df.age == "2") & (df.income == "[100, 500)") & (df.sex == "M")].iloc[0]
     assert (row.age_lo, row.age_hi, row.income_lo, row.income_hi) == (2, 3, 100, 500)
     assert row.estimate == cells.counts[2, 1, 1]
@@ -358,12 +360,13 @@ def test_query_runs_and_bootstrap_seed_for_bootstrap_releases(
     counts = np.random.default_rng(4).integers(0, 30, schema.shape)
     HTF(1.0).release(Histogram(schema, counts), random_state=5).save(tmp_path / "r")
     argv = ["query", str(tmp_path / "r"), "--where", "p=#0..3:0..3", "--json"]
-    argv += ["--runs", "20", "--bootstrap-seed", "7"]
+    argv += ["--intervals", "model", "--runs", "20", "--bootstrap-seed", "7"]
     code, first, _ = run(capsys, *argv)
     assert code == 0
     code, second, _ = run(capsys, *argv)
     got = json.loads(first)
     assert got == json.loads(second) and got["error_kind"] == "bootstrap"
+    assert got["trusted"] is False and got["interval_kind"] == "model"
     code, _, err = run(capsys, *argv[:-4], "--runs", "5")
     assert code == 2 and "at least 20" in err and len(err.strip().splitlines()) == 1
 

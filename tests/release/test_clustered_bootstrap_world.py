@@ -144,16 +144,22 @@ def test_each_leaf_release_gets_the_uniformity_error_its_partition_calls_for(
     # PrivTree re-chooses its leaves in every re-run: the clustered world, no widening.
     tree = PrivTree(1.0).release(hist, random_state=4, account=False)
     assert not tree.splits_equalise_counts and not tree.reruns_keep_the_leaves
-    plain = answer_uncertainty(tree, queries, runs=20, seed=3, uniformity_kappa=None)
-    modelled = answer_uncertainty(tree, queries, runs=20, seed=3)
+    plain = answer_uncertainty(
+        tree, queries, intervals="model", runs=20, seed=3, uniformity_kappa=None
+    )
+    modelled = answer_uncertainty(tree, queries, intervals="model", runs=20, seed=3)
     assert np.array_equal(plain.upper, modelled.upper)
-    assert modelled.untrusted is not None and plain.untrusted is None
+    # a model-based interval is never trusted, widened or not
+    assert modelled.untrusted is not None and modelled.untrusted.all()
+    assert plain.untrusted is not None and plain.untrusted.all()
     # UG cuts the same cells in every re-run: even world, widened by the model's r V_u exactly.
     ug = UniformGrid(1.0).release(hist, random_state=4, account=False)
     assert ug.reruns_keep_the_leaves and not ug.splits_equalise_counts
     assert ug.bootstrap_world_version == "even-world-modelled-1"
-    plain = answer_uncertainty(ug, queries, runs=20, seed=3, uniformity_kappa=None)
-    modelled = answer_uncertainty(ug, queries, runs=20, seed=3)
+    plain = answer_uncertainty(
+        ug, queries, intervals="model", runs=20, seed=3, uniformity_kappa=None
+    )
+    modelled = answer_uncertainty(ug, queries, intervals="model", runs=20, seed=3)
     model = ug.uniformity_dispersion() * ug.uniformity_variance_many(queries, 0.0)
     assert np.any(model > 0)
     z = 1.959964
@@ -162,8 +168,10 @@ def test_each_leaf_release_gets_the_uniformity_error_its_partition_calls_for(
     assert np.allclose(half, expected, rtol=1e-5, atol=1e-9)
     kd = KDTree(1.0).release(hist, random_state=4, account=False)
     assert kd.splits_equalise_counts
-    kd_plain = answer_uncertainty(kd, queries, runs=20, seed=3, uniformity_kappa=None)
-    kd_wide = answer_uncertainty(kd, queries, runs=20, seed=3)
+    kd_plain = answer_uncertainty(
+        kd, queries, intervals="model", runs=20, seed=3, uniformity_kappa=None
+    )
+    kd_wide = answer_uncertainty(kd, queries, intervals="model", runs=20, seed=3)
     assert np.all(kd_wide.upper >= kd_plain.upper) and np.any(kd_wide.upper > kd_plain.upper)
 
 
@@ -200,8 +208,10 @@ def test_ug_intervals_cover_points_laid_out_by_the_model() -> None:
         truth = box_sums(prefix_sums(F), boxes)
         ug = UniformGrid(eps).release(hist, random_state=w, account=False)
         assert ug.rects[0, 1] - ug.rects[0, 0] == 4  # the cells the docstring assumes
-        u = answer_uncertainty(ug, queries, runs=20, seed=w)
-        p = answer_uncertainty(ug, queries, runs=20, seed=w, uniformity_kappa=None)
+        u = answer_uncertainty(ug, queries, intervals="model", runs=20, seed=w)
+        p = answer_uncertainty(
+            ug, queries, intervals="model", runs=20, seed=w, uniformity_kappa=None
+        )
         covered.append(np.mean((truth >= u.lower) & (truth <= u.upper)))
         plain_covered.append(np.mean((truth >= p.lower) & (truth <= p.upper)))
     # Measured when written: 98.7, 99.3, 97.3 % widened; 81, 80, 68 % plain (r estimated 0.32-0.39). 450 answers (150 a

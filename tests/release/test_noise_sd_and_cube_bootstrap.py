@@ -46,7 +46,7 @@ def test_census_noise_sd_matches_the_measurement_noise(method: str, measure: obj
         draws.append([counts[a, 0:2].sum(), counts[us, 1:4].sum()])
     empirical = np.var(np.asarray(draws), axis=0)
     np.testing.assert_allclose(empirical, predicted, rtol=0.15)
-    u = answer_uncertainty(release, queries, runs=20, seed=1)
+    u = answer_uncertainty(release, queries, intervals="model", runs=20, seed=1)
     assert u.kind == "bootstrap"
     assert "noise only, not the error" in format_answer(u.answers[0], u, 0)
 
@@ -70,7 +70,7 @@ def test_clamped_data_cube_gets_a_bootstrap() -> None:
     cube = DataCube(1.0, nonnegative=True, integral=True)
     release = cube.release(hist, random_state=1, account=False)
     queries = [{"a": "1"}, {"b": "0", "c": [1, 2]}]
-    u = answer_uncertainty(release, queries, runs=30, seed=2)
+    u = answer_uncertainty(release, queries, intervals="model", runs=30, seed=2)
     assert u.kind == "bootstrap" and np.all(np.isfinite(u.stddev)) and np.all(u.stddev > 0)
     assert np.all(u.lower <= u.answers) and np.all(u.answers <= u.upper)
     # The world is the released estimate: its answers are the release's (made whole, >= 0).
@@ -79,4 +79,4 @@ def test_clamped_data_cube_gets_a_bootstrap() -> None:
         world.truth.answer_many(queries), np.maximum(release.answer_many(queries), 0), atol=1.0
     )
     l1 = DataCube(1.0, consistency="l1").release(hist, random_state=1, account=False)
-    assert answer_uncertainty(l1, queries, runs=20, seed=3).kind == "bootstrap"
+    assert answer_uncertainty(l1, queries, intervals="model", runs=20, seed=3).kind == "bootstrap"

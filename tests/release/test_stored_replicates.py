@@ -43,7 +43,7 @@ def test_stored_replicates_answer_like_the_computed_ones_without_rerunning(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     release = _kdtree_release()
-    in_memory = answer_uncertainty(release, QUERIES, runs=24, seed=11)
+    in_memory = answer_uncertainty(release, QUERIES, intervals="model", runs=24, seed=11)
     store_bootstrap(release, runs=24, seed=11)
     release.save(tmp_path / "rel")
     manifest = json.loads((tmp_path / "rel" / "manifest.json").read_text())
@@ -55,7 +55,7 @@ def test_stored_replicates_answer_like_the_computed_ones_without_rerunning(
 
     monkeypatch.setattr(uncertainty, "rerun", no_rerun)
     loaded = dpcube.load_release(tmp_path / "rel")
-    u = answer_uncertainty(loaded, QUERIES)  # runs=None: the stored 24
+    u = answer_uncertainty(loaded, QUERIES, intervals="model")  # runs=None: the stored 24
     assert u.kind == "bootstrap" and u.runs == 24
     # The same seed and the same generator calls: the same replicates, so the same intervals.
     np.testing.assert_allclose(u.lower, in_memory.lower)
@@ -66,7 +66,7 @@ def test_stored_replicates_answer_like_the_computed_ones_without_rerunning(
     assert not np.array_equal(reps[0].answer_many(QUERIES), reps[1].answer_many(QUERIES))
     # Asking for another number of runs computes them (and so would re-run).
     with pytest.raises(AssertionError, match="must not re-run"):
-        answer_uncertainty(loaded, QUERIES, runs=30)
+        answer_uncertainty(loaded, QUERIES, intervals="model", runs=30)
 
 
 def test_tampered_replicates_are_refused(tmp_path: Path) -> None:
@@ -94,7 +94,7 @@ def test_census_replicates_share_the_hierarchy_table(tmp_path: Path) -> None:
     assert not any(n == "bootstrap.regions" for n in manifest["tables"])
     loaded = dpcube.load_release(tmp_path / "rel")
     q = [{"region": "A", "size": [1, 2]}]
-    u = answer_uncertainty(loaded, q)
+    u = answer_uncertainty(loaded, q, intervals="model")
     assert u.kind == "bootstrap" and u.runs == 20 and u.lower[0] <= u.answers[0] <= u.upper[0]
 
 
@@ -142,10 +142,16 @@ def test_cli_release_stores_replicates_and_refuses_few(
     manifest = json.loads((tmp_path / "r1" / "manifest.json").read_text())
     assert manifest["bootstrap"]["runs"] == 20
     capsys.readouterr()
-    assert main(["query", str(tmp_path / "r1"), "--where", "p=#0..7:0..7", "--json"]) == 0
+    where = ["--where", "p=#0..7:0..7", "--json"]
+    assert main(["query", str(tmp_path / "r1"), *where, "--intervals", "model"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["error_kind"] == "bootstrap" and out["lower"] <= out["answer"] <= out["upper"]
-    assert isinstance(out["trusted"], bool)
+    assert out["trusted"] is False and out["interval_kind"] == "model"
+    # by default the interval is a bound from the leaves' own noisy counts: trusted
+    assert main(["query", str(tmp_path / "r1"), *where]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["trusted"] is True and out["interval_kind"] == "bound"
+    assert out["lower"] <= out["answer"] <= out["upper"]
     # A release whose error is exact: the flag has no effect and says so.
     code = main(
         [
@@ -176,4 +182,4 @@ def test_replicates_of_an_older_bootstrap_world_are_recomputed_not_mixed(tmp_pat
     path.write_text(json.dumps(manifest))
     old = dpcube.load_release(tmp_path / "rel")
     assert old.stored_replicates is None
-    assert answer_uncertainty(old, QUERIES, runs=20, seed=5).kind == "bootstrap"
+    assert answer_uncertainty(old, QUERIES, intervals="model", runs=20, seed=5).kind == "bootstrap"

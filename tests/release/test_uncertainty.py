@@ -82,7 +82,7 @@ def test_bootstrap_on_a_linear_mechanism_agrees_with_the_exact_sd() -> None:
     r = Identity(1.0).release(Histogram(s, counts), random_state=11)
     qs = [{"x": [3, 3]}, {"x": [0, 3]}, {"x": [2, 13]}, {}]
     exact = answer_uncertainty(r, qs)
-    boot = answer_uncertainty(r, qs, runs=runs, seed=5, method="bootstrap")
+    boot = answer_uncertainty(r, qs, intervals="model", runs=runs, seed=5, method="bootstrap")
     assert boot.kind == "bootstrap" and boot.runs == runs
     rel = np.abs(boot.stddev / exact.stddev - 1.0)
     assert np.all(rel < 4 * math.sqrt(5 / (4 * runs))), rel
@@ -106,7 +106,7 @@ def test_bootstrap_covers_the_truth_at_close_to_nominal_on_privtree() -> None:
     inside = []
     for seed in range(4):
         r = PrivTree(1.0).release(hist, random_state=100 + seed, account=False)
-        u = answer_uncertainty(r, qs, runs=100, seed=seed)
+        u = answer_uncertainty(r, qs, intervals="model", runs=100, seed=seed)
         assert u.kind == "bootstrap"
         inside.append((truth >= u.lower) & (truth <= u.upper))
     coverage = float(np.mean(inside))
@@ -127,7 +127,7 @@ def test_census_bootstrap_covers_the_truth() -> None:
     inside = []
     for seed in range(4):
         r = CensusHierarchy(0.5, method="cdp").release(table, random_state=seed, account=False)
-        u = answer_uncertainty(r, qs, runs=100, seed=seed)
+        u = answer_uncertainty(r, qs, intervals="model", runs=100, seed=seed)
         assert u.kind == "bootstrap" and np.all(u.lower >= 0)
         inside.append((truth >= u.lower) & (truth <= u.upper))
     coverage = float(np.mean(inside))
@@ -143,7 +143,7 @@ def test_the_bootstrap_spends_no_budget(tmp_path: Path) -> None:
     assert r.metadata.for_publication and len(ledger.charges()) == 1
     home = Path(os.environ["DPCUBE_HOME"])
     before = {p: p.stat().st_mtime_ns for p in home.rglob("*")}
-    u = answer_uncertainty(r, [{"p": {"bins": [[0, 7], [0, 7]]}}], runs=30)
+    u = answer_uncertainty(r, [{"p": {"bins": [[0, 7], [0, 7]]}}], intervals="model", runs=30)
     after = {p: p.stat().st_mtime_ns for p in home.rglob("*")}
     assert after == before  # no ledger opened, created or written (not even its directory)
     assert u.kind == "bootstrap" and np.isfinite(u.stddev).all()
@@ -156,7 +156,7 @@ def test_noise_sd_is_never_labelled_as_the_error(tmp_path: Path) -> None:
     r.save(tmp_path / "rel")
     loaded = dpcube.load_release(tmp_path / "rel")  # the bootstrap works from the manifest alone
     qs = [{"p": {"bins": [[0, 15], [3, 20]]}}, {"p": {"bins": [[10, 31], [0, 31]]}}]
-    u = answer_uncertainty(loaded, qs, runs=40, seed=2)
+    u = answer_uncertainty(loaded, qs, intervals="model", runs=40, seed=2)
     assert u.kind == "bootstrap"
     assert np.isfinite(u.noise_sd).all()  # HTF's leaf noises are independent: known
     for i in range(2):
@@ -165,7 +165,7 @@ def test_noise_sd_is_never_labelled_as_the_error(tmp_path: Path) -> None:
         assert f"noise sd {u.noise_sd[i]:.6g}, noise only, not the error" in line
         assert f"error sd {u.noise_sd[i]:.6g}" not in line
     # the same seed gives the same intervals; the cache is per release object
-    again = answer_uncertainty(loaded, qs, runs=40, seed=2)
+    again = answer_uncertainty(loaded, qs, intervals="model", runs=40, seed=2)
     np.testing.assert_array_equal(again.lower, u.lower)
 
 
@@ -183,7 +183,7 @@ def test_bad_arguments_are_refused() -> None:
     with pytest.raises(ReleaseError, match="level"):
         answer_uncertainty(r, [{}], level=1.5)
     with pytest.raises(ReleaseError, match="runs must be at least"):
-        answer_uncertainty(r, [{}], method="bootstrap", runs=3)
+        answer_uncertainty(r, [{}], method="bootstrap", intervals="model", runs=3)
     with pytest.raises(ReleaseError, match="method"):
         answer_uncertainty(r, [{}], method="magic")
 
@@ -230,7 +230,9 @@ def test_data_cubes_exact_without_clamping_and_bootstrap_with_it() -> None:
     assert u.kind == "exact"
     np.testing.assert_array_equal(u.stddev, np.sqrt(linear.variance_many(qs)))
     clamped = DataCube(1.0, nonnegative=True).release(hist, random_state=1, account=False)
-    b = answer_uncertainty(clamped, qs, runs=20, seed=1)  # non-linear: a bootstrap (issue #13)
+    b = answer_uncertainty(
+        clamped, qs, intervals="model", runs=20, seed=1
+    )  # non-linear: a bootstrap
     assert b.kind == "bootstrap" and "bootstrap interval" in format_answer(b.answers[0], b, 0)
 
 

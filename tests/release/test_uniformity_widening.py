@@ -53,17 +53,16 @@ def test_widened_intervals_contain_the_bootstrap_ones_and_flag_the_bound(
     queries = [
         {"p": {"bins": [[0, r], [0, c]]}} for r in range(4, side, 5) for c in range(3, side, 7)
     ]
-    plain = answer_uncertainty(release, queries, runs=20, seed=3, uniformity_kappa=None)
-    wide = answer_uncertainty(release, queries, runs=20, seed=3)
-    assert plain.untrusted is None and wide.untrusted is not None
+    plain = answer_uncertainty(
+        release, queries, intervals="model", runs=20, seed=3, uniformity_kappa=None
+    )
+    wide = answer_uncertainty(release, queries, intervals="model", runs=20, seed=3)
     assert np.all(wide.lower <= plain.lower) and np.all(wide.upper >= plain.upper)
     assert np.any(wide.upper > plain.upper)  # some query cuts a populated leaf
-    flagged = np.flatnonzero(wide.untrusted)
-    assert len(flagged) > 0
-    assert UNTRUSTED_NOTE in format_answer(wide.answers[flagged[0]], wide, int(flagged[0]))
-    fine = np.flatnonzero(~wide.untrusted)
-    if len(fine):
-        assert UNTRUSTED_NOTE not in format_answer(wide.answers[fine[0]], wide, int(fine[0]))
+    # model-based intervals, widened or not, are never trusted, and every line says so
+    assert wide.untrusted is not None and wide.untrusted.all()
+    assert set(wide.interval_kind.tolist()) == {"model"}
+    assert all(UNTRUSTED_NOTE in format_answer(a, wide, i) for i, a in enumerate(wide.answers))
     # The true answers: the bound covers them at least as often as the bootstrap alone.
     truth = np.array(
         [F[: q["p"]["bins"][0][1] + 1, : q["p"]["bins"][1][1] + 1].sum() for q in queries]

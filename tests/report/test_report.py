@@ -100,7 +100,11 @@ def test_each_kind_has_its_figures_and_tables(
     captions = re.findall(r'<p class="dpcube-uncertainty">([^<]*)</p>', text)
     assert len(captions) >= len(figures) + len(tables) - ("table-plan" in tables)
     kind = load_release(rel)
-    wording = {"exact": "exact noise sd", "bootstrap": "parametric-bootstrap interval from 50"}
+    wording = {
+        "exact": "exact noise sd",
+        "bound": "bound interval, valid on any data",
+        "bootstrap": "parametric-bootstrap interval from 50",
+    }
     from dpcube.release.uncertainty import uncertainty_kind
 
     assert all(
@@ -364,16 +368,21 @@ def test_bootstrap_runs_are_stated_and_saved_replicates_preferred(
     argv = ["release", str(tmp_path / "points.csv"), "--schema", str(schema), "--mechanism",
             "ug", "--epsilon", "1", "--seed", "2", "--out", str(rel), "--ledger-dir",
             str(tmp_path / "l"), "--total-epsilon", "10"]  # fmt: skip
-    # by default the release stores RELEASE_RUNS replicates and its report uses those
+    # UG's intervals are bounds (no bootstrap in its report); the release still stores
+    # RELEASE_RUNS replicates for its model-based alternative (dpcube query --intervals model)
     assert main(argv) == 0
     text = (rel / "report.html").read_text()
-    assert f"interval from {RELEASE_RUNS} re-runs" in text
-    # without stored replicates, the report computes the fewest and says they are coarse
-    assert main([*argv, "--overwrite", "--bootstrap-runs", "0"]) == 0
-    text = (rel / "report.html").read_text()
+    assert "bound interval, valid on any data" in text and "re-runs" not in text
+    assert json.loads((rel / "manifest.json").read_text())["bootstrap"]["runs"] == RELEASE_RUNS
+    # an L1-consistent data cube's intervals are a bootstrap: the report computes the fewest
+    # replicates and says they are coarse, or as many as asked
+    census = saved("datacube", "datacube-bmax-l1", tmp_path)
+    write_report(census, seed=1, default_runs=RELEASE_REPORT_RUNS)
+    text = (census / "report.html").read_text()
     assert f"interval from {RELEASE_REPORT_RUNS} re-runs" in text and "coarse" in text
-    assert main(["report", str(rel), "--runs", "30", "--bootstrap-seed", "4"]) == 0
-    text = (rel / "report.html").read_text()
+    assert "NOT TRUSTED" in text
+    assert main(["report", str(census), "--runs", "30", "--bootstrap-seed", "4"]) == 0
+    text = (census / "report.html").read_text()
     assert "interval from 30 re-runs" in text and "from 20 re-runs" not in text
     capsys.readouterr()
     # A release that carries saved replicates (dpcube release --bootstrap-runs) uses them as
@@ -388,11 +397,19 @@ def test_bootstrap_runs_are_stated_and_saved_replicates_preferred(
 def test_a_costly_bootstrap_is_skipped_within_a_budget_and_labelled(tmp_path: Path) -> None:
     """With a CPU budget (dpcube release's report), a bootstrap that would exceed it is skipped:
     the bars are the noise sd, labelled as noise only, and the page says how to get the rest."""
-    release = load_release(saved("htf", "htf-default", tmp_path))
+    from dpcube.mechanisms.datacube import DataCube
+
+    s = Schema.from_dict(
+        {"attributes": [{"name": n, "kind": "nominal", "categories": ["0", "1"]} for n in "ab"]}
+    )
+    clamped = DataCube(1.0, nonnegative=True).release(
+        Histogram(s, [[10, 20], [30, 40]]), random_state=1
+    )
+    release = load_release(clamped.save(tmp_path / "clamped"))
     text = build_report(release, seed=1, bootstrap_budget_s=0.0)
-    assert "NOISE SD ONLY, NOT THE ERROR" in text and "parametric-bootstrap interval" not in text
+    # a clamped cube does not know its answers' noise sd: no bars at all, and it says so
+    assert "this release does not know its noise sd" in text
+    assert "parametric-bootstrap interval" not in text
     assert "skipped in this report" in text and "dpcube report REL computes" in text
-    noise_sd = np.sqrt(release.variance_many([{}]))[0]
-    assert np.isfinite(noise_sd)  # HTF knows its leaf noise: the bars are drawn from it
     text = build_report(release, seed=1, bootstrap_budget_s=1e9)
     assert "parametric-bootstrap interval from 50 re-runs" in text and "NOISE SD ONLY" not in text

@@ -54,7 +54,7 @@ def test_list_releases_by_folder_name(client: TestClient, release_dirs: dict[str
     by_name = {r["name"]: r for r in listed}
     assert by_name["cells"]["kind"] == "cells" and by_name["cells"]["mechanism"] == "identity"
     assert by_name["census"]["kind"] == "census_hierarchy"
-    assert {r["error_kind"] for r in listed} == {"exact", "bootstrap"}
+    assert {r["error_kind"] for r in listed} == {"exact", "bound"}  # census, grid: bounds
     for name, row in by_name.items():
         meta = load_release(release_dirs[name]).metadata
         assert (row["epsilon"], row["neighbour"], row["release_id"]) == (
@@ -80,7 +80,8 @@ def test_describe_gives_schema_widgets_and_structure(client: TestClient) -> None
     census = client.get("/api/releases/census").json()
     regions = {r["name"]: r for r in census["hierarchy"]["regions"]}
     assert regions["GA"]["parent"] == "*" and regions["*"]["parent"] is None
-    assert census["schema"] is None and census["bootstrap_runs"] == RUNS
+    # census intervals are bounds from the noisy measurements: no bootstrap replicates
+    assert census["schema"] is None and census["bootstrap_runs"] is None
     grid = client.get("/api/releases/grid").json()
     assert grid["bounds"]["loc"] == {"bbox": [10.0, 20.0, 14.0, 28.0], "resolution": [4, 8]}
     assert grid["leaves"] == 4
@@ -104,10 +105,16 @@ def test_answers_equal_the_release_in_process(
     for i, a in enumerate(body["answers"]):
         assert a["answer"] == u.answers[i]
         for key, values in (("lower", u.lower), ("upper", u.upper), ("stddev", u.stddev)):
-            assert a[key] == pytest.approx(values[i], rel=1e-12, abs=1e-12)
+            if np.isnan(values[i]):  # a bound interval has no error sd
+                assert a[key] is None
+            else:
+                assert a[key] == pytest.approx(values[i], rel=1e-12, abs=1e-12)
         noise = u.noise_sd[i]
         assert a["noise_sd"] == (None if np.isnan(noise) else pytest.approx(noise))
         assert a["error_kind"] == kind
+        # every answer says whether its interval is valid by construction, what it is and why
+        assert a["trusted"] is u.trusted(i) and a["interval_kind"] == str(u.interval_kind[i])
+        assert a["interval_reason"] == u.why(i)
     assert body["bootstrap_runs"] == runs
     assert "NOT FOR PUBLICATION" in body["not_for_publication"]
 
@@ -240,7 +247,8 @@ def test_tables_as_csv_parquet_and_json(client: TestClient, release_dirs: dict[s
     assert table.column("estimate").to_pylist() == cube.to_pandas(cuboid="b").estimate.tolist()
     rows = client.get("/api/releases/census/table", params={"format": "json"}).json()
     # census answers carry the noise-only sd of M_DP's noise (a number, labelled as noise only)
-    assert rows["error_kind"] == "bootstrap" and rows["rows"][0]["noise_sd"] > 0
+    assert rows["error_kind"] == "bound" and rows["rows"][0]["noise_sd"] > 0
+    assert rows["rows"][0]["trusted"] is True and rows["rows"][0]["interval_kind"] == "bound"
     census = load_release(release_dirs["census"])
     assert len(rows["rows"]) == census.hierarchy.size * census.max_size  # type: ignore[attr-defined]
     where = client.get(

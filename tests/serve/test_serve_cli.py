@@ -72,14 +72,30 @@ def start(*argv: str) -> tuple[subprocess.Popen[str], str]:
             time.sleep(0.2)
 
 
-def test_workers_share_one_bootstrap_seed(release_dirs: dict[str, Path]) -> None:
-    proc, url = start(str(release_dirs["grid"]), "--workers", "2", "--runs", "20")
+def test_workers_share_one_bootstrap_seed(tmp_path: Path) -> None:
+    # a data cube made consistent in L1: not linear, so its intervals are a bootstrap
+    import numpy as np
+
+    from dpcube import DataCube, Histogram, Schema
+
+    schema = Schema.from_dict(
+        {
+            "attributes": [
+                {"name": "a", "kind": "nominal", "categories": ["x", "y"]},
+                {"name": "b", "kind": "nominal", "categories": ["u", "v", "w"]},
+            ]
+        }
+    )
+    DataCube(1.0, consistency="l1").release(
+        Histogram(schema, np.arange(6).reshape(2, 3) * 5), random_state=3
+    ).save(tmp_path / "l1cube")
+    proc, url = start(str(tmp_path / "l1cube"), "--workers", "2", "--runs", "20")
     try:
-        query = {"queries": [{"loc": {"bins": [[0, 1], [0, 3]]}}]}
+        query = {"queries": [{}]}
         answers = []
         for _ in range(8):  # a new connection each time: either worker may answer
             with httpx.Client(timeout=10) as client:
-                answers.append(client.post(url + "api/releases/grid/answer", json=query).json())
+                answers.append(client.post(url + "api/releases/l1cube/answer", json=query).json())
         assert answers[0]["error_kind"] == "bootstrap"
         assert all(a == answers[0] for a in answers)  # the same interval from every worker
     finally:

@@ -72,7 +72,10 @@ def format_table(rows: Any) -> str:
     """Labelled rows as aligned text: the labels, the estimate and its interval."""
     info = rows.info
     columns = rows.columns
-    hidden = {"level", "noise_sd", "error_kind", "stddev"}
+    hidden = {"level", "noise_sd", "error_kind", "stddev", "interval_kind", "interval_reason"}
+    flags = list(columns.get("trusted", []))
+    if all(flags):  # every interval trusted: no column; else a visible NO per row
+        hidden.add("trusted")
     names = [
         n
         for n in columns
@@ -80,6 +83,8 @@ def format_table(rows: Any) -> str:
     ]
 
     def cell(value: Any) -> str:
+        if isinstance(value, bool):
+            return "yes" if value else "NO"
         if isinstance(value, float):
             return "nan" if math.isnan(value) else f"{value:.6g}"
         return str(value)
@@ -92,12 +97,23 @@ def format_table(rows: Any) -> str:
     kind = info.get("error_kind")
     if kind == "exact":
         lines.append(f"lower/upper: {100 * level:g}% interval (exact noise sd)")
+    elif kind == "bound":
+        lines.append(f"lower/upper: {100 * level:g}% bound interval, valid on any data")
     elif kind == "bootstrap":
         lines.append(
             f"lower/upper: {100 * level:g}% bootstrap interval ({info.get('error_reason')})"
         )
     else:
         lines.append(f"no error estimate: {info.get('error_reason')}")
+    if not all(flags):
+        reasons = sorted(
+            {
+                str(r)
+                for r, ok in zip(columns.get("interval_reason", []), flags, strict=True)
+                if not ok
+            }
+        )
+        lines.append(f"trusted NO: interval NOT TRUSTED ({'; '.join(reasons)})")
     return "\n".join(lines)
 
 
@@ -236,7 +252,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         kind = info.get("error_kind")
         what = (
             f"{100 * level:g}% intervals ({kind})"
-            if kind in ("exact", "bootstrap")
+            if kind in ("exact", "bound", "bootstrap")
             else f"no error estimate ({info.get('error_reason')})"
         )
         print(f"lower/upper: {what}", file=out)

@@ -457,7 +457,10 @@ def _store_bootstrap(release: Any, runs: int | None, seed: int | None) -> str:
     from dpcube.release.uncertainty import RELEASE_RUNS, store_bootstrap, uncertainty_kind
 
     kind, _ = uncertainty_kind(release)
-    if kind != "bootstrap":
+    has_model = callable(getattr(release, "bootstrap_world", None)) and not getattr(
+        release, "bootstrap_unavailable", None
+    )
+    if kind != "bootstrap" and not (kind in ("bound", "none") and has_model):
         if runs:
             return f"note: --bootstrap-runs has no effect: this release's error is {kind}"
         return ""
@@ -507,7 +510,13 @@ def cmd_query(args: argparse.Namespace) -> int:
         names = split_names(args.group_by, "--group-by")
         labels, queries = release.table_cells(names, query)
         table = rows_from_cells(
-            release, labels, queries, level=level, runs=args.runs, seed=args.bootstrap_seed
+            release,
+            labels,
+            queries,
+            level=level,
+            runs=args.runs,
+            seed=args.bootstrap_seed,
+            intervals=args.intervals,
         )
         if args.json:
             print(json.dumps({**table_json(table), "covered": covered}))
@@ -516,7 +525,13 @@ def cmd_query(args: argparse.Namespace) -> int:
     else:
         from dpcube.release.uncertainty import format_answer
 
-        u = release.uncertainty([query], level=level, runs=args.runs, seed=args.bootstrap_seed)
+        u = release.uncertainty(
+            [query],
+            level=level,
+            runs=args.runs,
+            seed=args.bootstrap_seed,
+            intervals=args.intervals,
+        )
         answer = float(u.answers[0])
         if args.json:
             result = {
@@ -529,6 +544,8 @@ def cmd_query(args: argparse.Namespace) -> int:
                 "error_kind": u.kind,
                 "error_reason": u.reason,
                 "trusted": u.trusted(0),
+                "interval_kind": str(u.interval_kind[0]),
+                "interval_reason": u.why(0),
             }
             if covered:
                 result["covered"] = covered
@@ -539,6 +556,8 @@ def cmd_query(args: argparse.Namespace) -> int:
         from dpcube.release.uncertainty import uncertainty_kind
 
         kind, _ = uncertainty_kind(release)
+        if args.intervals == "model" and kind in ("bound", "none"):
+            kind = "bootstrap"  # the model-based interval is the bootstrap
         if kind != "bootstrap":  # a flag is never silently ignored
             print(
                 f"note: --runs/--bootstrap-seed have no effect here: this release's error is "
@@ -796,6 +815,14 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         type=int,
         default=None,
         help="seed the bootstrap replicates (the same interval on every call)",
+    )
+    p.add_argument(
+        "--intervals",
+        choices=("trusted", "model"),
+        default="trusted",
+        help="trusted (default): exact noise intervals, or bounds valid on any data where the "
+        "release has them; model: the model-based bootstrap interval (narrower, NOT trusted: it "
+        "holds only as far as the data resembles the bootstrap's world)",
     )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_query)

@@ -529,12 +529,16 @@ class Release(ABC):
         level: float = 0.95,
         runs: int | None = None,
         seed: int | None = None,
+        intervals: str = "trusted",
     ) -> Any:
         """The answers to ``queries`` with their error estimate and intervals at ``level``
-        (an :class:`dpcube.release.uncertainty.Uncertainty`: exact, bootstrap or none)."""
+        (an :class:`dpcube.release.uncertainty.Uncertainty`: exact, bound, bootstrap or none;
+        ``intervals="model"`` asks for the model-based bootstrap, never trusted)."""
         from dpcube.release.uncertainty import answer_uncertainty
 
-        return answer_uncertainty(self, queries, level=level, runs=runs, seed=seed)
+        return answer_uncertainty(
+            self, queries, level=level, runs=runs, seed=seed, intervals=intervals
+        )
 
     def intervals(
         self,
@@ -583,13 +587,18 @@ class Release(ABC):
         cuboid: Sequence[str] | str | None = None,
         runs: int | None = None,
         seed: int | None = None,
+        intervals: str = "trusted",
     ) -> pa.Table:
         """One row per released cell (leaf, cuboid cell, region x size) with its labels,
-        ``estimate``, ``stddev``, ``lower``, ``upper`` at ``level`` (see
-        :func:`dpcube.release.tables.labelled_table`)."""
+        ``estimate``, ``stddev``, ``lower``, ``upper`` at ``level``, ``trusted``,
+        ``interval_kind`` and ``interval_reason`` (see
+        :func:`dpcube.release.tables.labelled_table`; ``intervals="model"``: the model-based
+        bootstrap, never trusted)."""
         from dpcube.release.tables import labelled_table
 
-        return labelled_table(self, level=level, cuboid=cuboid, runs=runs, seed=seed)
+        return labelled_table(
+            self, level=level, cuboid=cuboid, runs=runs, seed=seed, intervals=intervals
+        )
 
     def to_pandas(
         self,
@@ -598,9 +607,11 @@ class Release(ABC):
         cuboid: Sequence[str] | str | None = None,
         runs: int | None = None,
         seed: int | None = None,
+        intervals: str = "trusted",
     ) -> Any:
         """:meth:`to_arrow` as a pandas DataFrame."""
-        return self.to_arrow(level, cuboid=cuboid, runs=runs, seed=seed).to_pandas()
+        table = self.to_arrow(level, cuboid=cuboid, runs=runs, seed=seed, intervals=intervals)
+        return table.to_pandas()
 
     def to_polars(
         self,
@@ -609,11 +620,13 @@ class Release(ABC):
         cuboid: Sequence[str] | str | None = None,
         runs: int | None = None,
         seed: int | None = None,
+        intervals: str = "trusted",
     ) -> Any:
         """:meth:`to_arrow` as a Polars DataFrame."""
         import polars as pl
 
-        return pl.from_arrow(self.to_arrow(level, cuboid=cuboid, runs=runs, seed=seed))
+        table = self.to_arrow(level, cuboid=cuboid, runs=runs, seed=seed, intervals=intervals)
+        return pl.from_arrow(table)
 
     # -- persistence -------------------------------------------------------------------------
     @abstractmethod

@@ -158,6 +158,7 @@ def labelled_table(
     cuboid: Sequence[str] | str | None = None,
     runs: int | None = None,
     seed: int | None = None,
+    intervals: str = "trusted",
     where: Mapping[str, Any] | None = None,
 ) -> pa.Table:
     """The release's labelled table (see the module docstring).
@@ -191,7 +192,14 @@ def labelled_table(
         )
     labels, queries = release.table_cells(names, where)
     return table_from_cells(
-        release, labels, queries, level=level, runs=runs, seed=seed, cuboid=names
+        release,
+        labels,
+        queries,
+        level=level,
+        runs=runs,
+        seed=seed,
+        cuboid=names,
+        intervals=intervals,
     )
 
 
@@ -222,9 +230,11 @@ def rows_from_cells(
     runs: int | None = None,
     seed: int | None = None,
     cuboid: Sequence[str] | None = None,
+    intervals: str = "trusted",
 ) -> LabelledRows:
-    """The labelled rows given by their label columns and queries (one per row)."""
-    u = release.uncertainty(queries, level=level, runs=runs, seed=seed)
+    """The labelled rows given by their label columns and queries (one per row); ``intervals``
+    as in :func:`dpcube.release.uncertainty.answer_uncertainty`."""
+    u = release.uncertainty(queries, level=level, runs=runs, seed=seed, intervals=intervals)
     columns: dict[str, Any] = {k: list(v) for k, v in labels.items()}
     n = len(queries)
 
@@ -241,8 +251,10 @@ def rows_from_cells(
     if u.kind != "exact":
         columns["noise_sd"] = floats(u.noise_sd)
         columns["error_kind"] = [str(u.kind)] * n
-    if u.untrusted is not None:  # spatial leaf releases: False where the interval is mostly a bound
-        columns["trusted"] = [not bool(x) for x in u.untrusted]
+    # every row says whether its interval is valid by construction, what it is and why
+    columns["trusted"] = [u.trusted(i) for i in range(n)]
+    columns["interval_kind"] = [str(k) for k in u.interval_kind]
+    columns["interval_reason"] = list(u.reasons)
     info = {
         "release_id": release.metadata.release_id,
         "kind": release.kind,
@@ -265,10 +277,18 @@ def table_from_cells(
     runs: int | None = None,
     seed: int | None = None,
     cuboid: Sequence[str] | None = None,
+    intervals: str = "trusted",
 ) -> pa.Table:
     """:func:`rows_from_cells` as an Arrow table (its ``info`` in the metadata key ``dpcube``)."""
     return rows_from_cells(
-        release, labels, queries, level=level, runs=runs, seed=seed, cuboid=cuboid
+        release,
+        labels,
+        queries,
+        level=level,
+        runs=runs,
+        seed=seed,
+        cuboid=cuboid,
+        intervals=intervals,
     ).to_arrow()
 
 

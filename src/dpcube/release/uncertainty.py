@@ -1,6 +1,19 @@
-"""Honest uncertainty for every answer: the exact noise sd, a parametric bootstrap, or "none".
+"""Honest uncertainty for every answer: the exact noise sd, a bound, a parametric bootstrap, or none.
 
-Two kinds of release answers (issue #13 part 3):
+**Trusted means valid by construction.** Each answer carries ``interval_kind`` (``exact``,
+``bound``, ``model``, ``none``), a one-line reason, and ``untrusted``: only ``exact`` intervals
+(below) and ``bound`` intervals are trusted. A bound holds whatever the data: a release kind
+that has one provides ``bound_interval_many(queries, level) -> (lower, upper, reasons)`` and
+``bound_unavailable`` (spatial partitions whose leaf counts are each their own noise draw,
+:meth:`~dpcube.mechanisms.spatial.release.LeafRelease.bound_interval_many`; census releases from
+their noisy measurements before post-processing,
+:meth:`~dpcube.mechanisms.census.release.CensusRelease.bound_interval_many`; both from the exact
+quantiles of discrete Laplace sums, :mod:`dpcube.release.bounds`). The parametric bootstrap below
+is a ``model`` interval, never trusted: the default only where a release has neither an exact
+variance nor a bound and is not a partition or census release (whose answers without a bound get
+``none`` with the reason); elsewhere ``intervals="model"`` asks for it.
+
+The estimates (``kind``):
 
 - **exact** (``kind="exact"``): the noise is linear and the estimator unbiased (Identity,
   Privelet, the matrix mechanism, data cubes without clamping or rounding). The answer's error is
@@ -25,6 +38,7 @@ Two kinds of release answers (issue #13 part 3):
   household sizes at epsilon = 0.1 (M_DP and M_CDP, 4 releases, 100 replicates) the basic
   interval alone covered 75-78 % of the true counts, the hull 96-97 %. ``stddev`` is the root
   mean square of ``e`` (bias included).
+- **bound** (``kind="bound"``): the release's ``bound_interval_many`` (above); ``stddev`` NaN.
 - **none** (``kind="none"``): no error estimate (the reason says why).
 
 ``noise_sd`` is the noise-only figure where the release knows it (e.g. HTF's independent leaf
@@ -79,7 +93,22 @@ RELEASE_RUNS = 100
 #: Fewest replicates accepted: below this the tail quantiles of a 95 % interval are the extremes.
 MIN_RUNS = 20
 
-Kind = Literal["exact", "bootstrap", "none"]
+Kind = Literal["exact", "bound", "bootstrap", "none"]
+#: What an interval is, per answer: ``exact`` (the exact noise of a linear unbiased estimate),
+#: ``bound`` (valid by construction whatever the data, e.g.
+#: :meth:`~dpcube.mechanisms.spatial.release.LeafRelease.bound_interval_many`), ``model`` (a
+#: parametric bootstrap under a model of the data: never trusted), ``none`` (no interval).
+IntervalKind = Literal["exact", "bound", "model", "none"]
+#: Which intervals :func:`answer_uncertainty` gives: ``"trusted"`` (the default: exact or bound
+#: where the release has one) or ``"model"`` (the model-based bootstrap, labelled untrusted).
+INTERVALS = ("trusted", "model")
+#: The interval kind of each :data:`Kind` of estimate.
+INTERVAL_KIND: dict[str, IntervalKind] = {
+    "exact": "exact",
+    "bound": "bound",
+    "bootstrap": "model",
+    "none": "none",
+}
 
 #: Beta concentration of the uniformity-error widening of spatial leaf releases whose splits
 #: equalise sibling counts (the kd-tree). 0 is the Bhatia-Davis bound (no assumption on how the
@@ -115,16 +144,38 @@ class Uncertainty:
     #: The part of each answer resting on the uniformity assumption (leaves the query cuts, see
     #: ``LeafRelease.assumed_many``), which the bootstrap cannot see; NaN where not applicable.
     assumed: NDArray[np.float64] | None = None
-    #: Answers whose interval cannot be trusted (True), None where every answer's can: for spatial
-    #: leaf releases, those where the modelled uniformity error of the leaves the query cuts (the
-    #: bound for the kd-tree; the bound times ``uniformity_dispersion`` otherwise) exceeds the
-    #: bootstrap's mean square error: the interval rests mostly on a model of how the points
-    #: cluster inside leaves (coverage there: docs/experiments/coverage.md).
+    #: Answers whose interval cannot be trusted (True), None where every answer's can. Only
+    #: ``exact`` and ``bound`` intervals are trusted (valid by construction); every ``model`` or
+    #: ``none`` answer is flagged (set in ``__post_init__``; a caller may flag more).
     untrusted: NDArray[np.bool_] | None = None
+    #: What each answer's interval is (:data:`IntervalKind`); filled from ``kind`` when not given.
+    interval_kind: NDArray[np.str_] | None = None
+    #: One line per answer saying why its interval is what it is; ``reason`` for all when not given.
+    reasons: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        n = len(self.answers)
+        if self.interval_kind is None:
+            kinds = np.full(n, INTERVAL_KIND[self.kind], dtype="<U5")
+            object.__setattr__(self, "interval_kind", kinds)
+        if self.reasons is None:
+            object.__setattr__(self, "reasons", (self.reason,) * n)
+        assert self.interval_kind is not None
+        # Only exact and bound intervals are valid by construction: a model interval or none
+        # is never trusted.
+        weak = ~np.isin(self.interval_kind, ("exact", "bound"))
+        if self.untrusted is not None:
+            weak = weak | np.asarray(self.untrusted, dtype=bool)
+        object.__setattr__(self, "untrusted", weak if weak.any() else None)
 
     def trusted(self, i: int) -> bool:
         """Whether answer ``i``'s interval can be trusted (see ``untrusted``)."""
         return self.untrusted is None or not bool(self.untrusted[i])
+
+    def why(self, i: int) -> str:
+        """The one-line reason of answer ``i``'s interval."""
+        assert self.reasons is not None
+        return self.reasons[i]
 
 
 @dataclass(frozen=True)
@@ -227,6 +278,15 @@ def uncertainty_kind(release: Release) -> tuple[Kind, str]:
         return "none", "noise switched off: these answers are exact for tests only"
     if bool(getattr(release, "linear_unbiased", False)):
         return "exact", "linear noise, unbiased estimate: exact noise sd"
+    if callable(getattr(release, "bound_interval_many", None)):
+        no_bound = getattr(release, "bound_unavailable", None)
+        if not no_bound:
+            why = getattr(release, "bound_reason", "from figures whose noise is exactly known")
+            return "bound", f"bound valid on any data: {why}"
+        return "none", (
+            f"no trusted interval: {no_bound}; intervals='model' (--intervals model) gives a "
+            "model-based one, not trusted"
+        )
     unavailable = getattr(release, "bootstrap_unavailable", None)
     if callable(getattr(release, "bootstrap_world", None)) and not unavailable:
         why = getattr(release, "bootstrap_reason", "the estimate is not linear in the noise")
@@ -250,8 +310,15 @@ def answer_uncertainty(
     seed: int | None = None,
     method: str | None = None,
     uniformity_kappa: float | None = UNIFORMITY_KAPPA,
+    intervals: str = "trusted",
 ) -> Uncertainty:
     """The uncertainty of ``release``'s answers to ``queries`` (see the module docstring).
+
+    ``intervals``: ``"trusted"`` (default) gives each answer the exact interval of a linear
+    unbiased estimate, or a bound valid on any data (spatial partitions whose leaf noise is known:
+    :meth:`~dpcube.mechanisms.spatial.release.LeafRelease.bound_interval_many`), else what the
+    release has (a model-based bootstrap, flagged untrusted, or none); ``"model"`` asks for the
+    model-based bootstrap where the release has one (never trusted: ``interval_kind`` "model").
 
     ``uniformity_kappa``: the Beta concentration of the uniformity-error model of releases that
     widen their intervals for it: a release with ``uniformity_widening(queries, kappa) ->
@@ -280,9 +347,21 @@ def answer_uncertainty(
         )
     if method not in (None, "exact", "bootstrap"):
         raise ReleaseError(f"method must be 'exact' or 'bootstrap', got {method!r}")
+    if intervals not in INTERVALS:
+        raise ReleaseError(f"intervals must be 'trusted' or 'model', got {intervals!r}")
     answers = np.asarray(release.answer_many(queries), dtype=np.float64)
     noise_sd = np.sqrt(np.asarray(release.variance_many(queries), dtype=np.float64))
     kind, reason = uncertainty_kind(release)
+    has_bootstrap = callable(getattr(release, "bootstrap_world", None)) and not getattr(
+        release, "bootstrap_unavailable", None
+    )
+    if intervals == "model" and kind != "exact":
+        if not has_bootstrap:
+            raise ReleaseError(
+                f"a {release.kind!r} release of {release.metadata.mechanism!r} has no "
+                "model-based interval"
+            )
+        method = "bootstrap"
     if (
         method == "bootstrap"
         and callable(getattr(release, "bootstrap_world", None))
@@ -292,6 +371,13 @@ def answer_uncertainty(
     elif method is not None and method != kind:
         raise ReleaseError(f"a {release.kind!r} release has no {method} error estimate ({reason})")
     n = len(answers)
+    if kind == "bound":
+        nan = np.full(n, np.nan)
+        lower, upper, reasons = release.bound_interval_many(queries, level)  # type: ignore[attr-defined]
+        return Uncertainty(
+            answers, nan, noise_sd, lower, upper, nan, "bound", reason, level,
+            reasons=tuple(reasons),
+        )  # fmt: skip
     if kind == "exact":
         z = _normal_quantile(level)
         return Uncertainty(
@@ -305,29 +391,30 @@ def answer_uncertainty(
     if runs < MIN_RUNS:
         raise ReleaseError(f"runs must be at least {MIN_RUNS} for a bootstrap, got {runs}")
     errors = bootstrap_errors(release, queries, runs=runs, seed=seed)
-    extra = modelled = None
+    extra = None
     widening = getattr(release, "uniformity_widening", None)
     if widening is not None and uniformity_kappa is not None:
-        extra, modelled, note = widening(queries, uniformity_kappa)
+        extra, _modelled, note = widening(queries, uniformity_kappa)
         if note:
             reason += f"; {note}"
     lower, upper, rms = bootstrap_interval(answers, errors, level, extra)
     assumed_many = getattr(release, "assumed_many", None)
     assumed = np.asarray(assumed_many(queries), dtype=np.float64) if assumed_many else None
-    # Where the modelled uniformity error outweighs the rest of the measured (bootstrap) error,
-    # the interval rests mostly on a model of how the points cluster inside the cut leaves.
-    untrusted = None if modelled is None else modelled > np.mean(errors**2, axis=0)
+    # A model-based interval is never trusted (Uncertainty.__post_init__ flags every answer).
+    reason += f"; {MODEL_NOTE}"
+    untrusted = np.ones(n, dtype=bool)
     return Uncertainty(
         answers, rms, noise_sd, lower, upper, errors.mean(axis=0), "bootstrap", reason, level,
         runs, assumed, untrusted,
     )  # fmt: skip
 
 
+#: What a model-based interval's reason says.
+MODEL_NOTE = "model-based: valid only as far as the bootstrap world resembles the data"
 #: What a flagged answer says (:attr:`Uncertainty.untrusted`).
 UNTRUSTED_NOTE = (
-    "NOT TRUSTWORTHY: the interval rests mostly on a model of how the points lie inside the "
-    "leaves this query cuts (such answers covered 77-97 % on clustered data, "
-    "docs/experiments/coverage.md)"
+    "NOT TRUSTED: a model-based interval, not valid by construction; it holds only as far as "
+    "the data resembles the bootstrap's model (docs/experiments/coverage.md)"
 )
 
 
@@ -493,6 +580,13 @@ def format_answer(answer: float, uncertainty: Uncertainty, i: int) -> str:
     """
     pct = f"{100 * uncertainty.level:g}%"
     value = _fmt(float(answer))
+    if uncertainty.kind == "bound":
+        lo, hi = float(uncertainty.lower[i]), float(uncertainty.upper[i])
+        line = f"{value} ({pct} bound interval {_fmt(lo)} .. {_fmt(hi)}, valid on any data"
+        noise = float(uncertainty.noise_sd[i])
+        if np.isfinite(noise):
+            line += f"; noise sd {_fmt(noise)}, noise only, not the error"
+        return line + ")"
     if uncertainty.kind == "exact":
         lo, hi, sd = (
             float(a[i]) for a in (uncertainty.lower, uncertainty.upper, uncertainty.stddev)
@@ -513,17 +607,20 @@ def format_answer(answer: float, uncertainty: Uncertainty, i: int) -> str:
             line += f"; {UNTRUSTED_NOTE}"
         return line + ")"
     reason = uncertainty.reason
-    if not reason.startswith("no error estimate"):
+    if not reason.startswith(("no error estimate", "no trusted interval")):
         reason = f"no error estimate: {reason}"
     return f"{value} ({reason})"
 
 
 __all__ = [
     "DEFAULT_RUNS",
+    "INTERVALS",
     "MAX_LEVEL",
+    "MODEL_NOTE",
     "RELEASE_RUNS",
     "UNTRUSTED_NOTE",
     "BootstrapWorld",
+    "IntervalKind",
     "Uncertainty",
     "answer_uncertainty",
     "bootstrap_errors",

@@ -29,6 +29,7 @@ th, td { border: 1px solid #ddd; padding: .25em .6em; text-align: right; vertica
 th { background: #f3f3f3; } td.label, th.label { text-align: left; }
 table.guarantee td { text-align: left; } table.guarantee th { text-align: left; width: 14em; }
 .ci { color: #666; font-size: .85em; white-space: nowrap; }
+.untrusted { color: #b00; font-weight: bold; }
 .banner { padding: .8em 1em; margin: 1em 0; border-radius: 4px; font-weight: 600; }
 .banner.publish { background: #e7f5e9; border: 1px solid #6bb77b; }
 .banner.not-publish { background: #fde8e8; border: 1px solid #d33; color: #8a0000; }
@@ -85,17 +86,21 @@ def number(x: Any) -> str:
     return f"{v:.3g}"
 
 
-def with_interval(estimate: float, lower: float, upper: float) -> str:
-    """A table cell: the estimate and, when known, its interval.
+def with_interval(estimate: float, lower: float, upper: float, trusted: bool = True) -> str:
+    """A table cell: the estimate and, when known, its interval, marked where it is not trusted
+    (a model-based interval: :attr:`dpcube.release.uncertainty.Uncertainty.untrusted`).
 
     >>> with_interval(10, 8.04, 11.96)
     '10.0 <span class="ci">[8.04 .. 12.0]</span>'
     >>> with_interval(10, float("nan"), float("nan"))
     '10.0'
+    >>> with_interval(10, 8.04, 11.96, trusted=False)[-49:]
+    '<span class="untrusted">NOT TRUSTED</span></span>'
     """
     cell = esc(number(estimate))
     if math.isfinite(float(lower)) and math.isfinite(float(upper)):
-        cell += f' <span class="ci">[{esc(number(lower))} .. {esc(number(upper))}]</span>'
+        mark = "" if trusted else ' <span class="untrusted">NOT TRUSTED</span>'
+        cell += f' <span class="ci">[{esc(number(lower))} .. {esc(number(upper))}]{mark}</span>'
     return cell
 
 

@@ -115,6 +115,11 @@ def uncertainty_caption(u: Uncertainty) -> str:
     'Error bars and intervals: 95% interval = estimate +- 1.96 x the exact noise sd'
     """
     pct = f"{100 * u.level:g}%"
+    if u.kind == "bound":
+        return (
+            f"Error bars and intervals: {pct} bound interval, valid on any data ({u.reason}): it "
+            "assumes nothing about the data, so it is wider than a model-based interval."
+        )
     if u.kind == "exact":
         z = NormalDist().inv_cdf(0.5 + u.level / 2.0)
         return (
@@ -137,7 +142,8 @@ def uncertainty_caption(u: Uncertainty) -> str:
         return (
             f"Error bars and intervals: {pct} parametric-bootstrap interval from {u.runs} re-runs "
             f"of the mechanism on the release itself (no budget spent), covering the error with "
-            f"its bias, not only the noise ({u.reason}).{hidden}{coarse}"
+            f"its bias, not only the noise ({u.reason}).{hidden}{coarse} NOT TRUSTED: a "
+            "model-based interval, not valid by construction on every data set."
         )
     if u.reason == NOISE_ONLY:
         z = NormalDist().inv_cdf(0.5 + u.level / 2.0)
@@ -283,7 +289,7 @@ def marginal_sections(release: Release, options: ReportOptions) -> str:
     skipped: list[str] = []
     try:
         total = estimate(release, [_boxed(release, {}, {})], options)
-        shown = with_interval(total.answers[0], total.lower[0], total.upper[0])
+        shown = with_interval(total.answers[0], total.lower[0], total.upper[0], total.trusted(0))
         parts.append(
             f'<p id="total">Released total: <b>{shown}</b></p>'
             f'<p class="dpcube-uncertainty">{esc(uncertainty_caption(total))}</p>'
@@ -463,7 +469,7 @@ def leaf_table(release: Any, options: ReportOptions) -> str:
     names = list(labels)
     rows = [
         [esc(f"{float(labels[n][i]):.8g}") for n in names]  # coordinates: not rounded
-        + [with_interval(u.answers[k], u.lower[k], u.upper[k])]
+        + [with_interval(u.answers[k], u.lower[k], u.upper[k], u.trusted(k))]
         for k, i in enumerate(order.tolist())
     ]
     shown = (
@@ -514,7 +520,9 @@ def census_section(release: Any, options: ReportOptions) -> str:
 
     def row(r: int) -> list[str]:
         base = position[r] * per
-        cells = [with_interval(u.answers[base + j], u.lower[base + j], u.upper[base + j])
+        cells = [with_interval(
+                u.answers[base + j], u.lower[base + j], u.upper[base + j], u.trusted(base + j)
+            )
                  for j in range(per)]  # fmt: skip
         return [esc(h.names[r]), *cells]
 
@@ -591,7 +599,7 @@ def cuboid_tables(release: Any, options: ReportOptions) -> str:
         columns = [c for c in labels if c not in edges]
         rows = [
             [esc(labels[c][i]) for c in columns]
-            + [with_interval(u.answers[i], u.lower[i], u.upper[i])]
+            + [with_interval(u.answers[i], u.lower[i], u.upper[i], u.trusted(i))]
             for i in range(keep)
         ]
         title = ", ".join(names) if names else "total (no attribute)"

@@ -404,8 +404,13 @@ class ServedRelease:
                     "stddev": sd,
                     "noise_sd": ns,
                     "error_kind": kind,
+                    "trusted": u.trusted(i),
+                    "interval_kind": str(u.interval_kind[i]),
+                    "interval_reason": u.why(i),
                 }
-                for a, lo, hi, sd, ns in zip(answers, lower, upper, stddev, noise, strict=True)
+                for i, (a, lo, hi, sd, ns) in enumerate(
+                    zip(answers, lower, upper, stddev, noise, strict=True)
+                )
             ],
             "level": level,
             "error_kind": kind,

@@ -486,9 +486,11 @@ class CensusHierarchy(Mechanism):
             self.method, self.noise_mode, self.epsilon, h.level_sizes, self.neighbour
         )
         info: dict[str, Any] = {}
+        measured: NDArray[np.int64] | None = None  # kept with the release (its DP output)
         t0 = time.perf_counter()
         if self.method in ("dp", "qp", "qip", "topdown"):
             noisy, info = P.noisy_counts(data, self.epsilon, source, self.neighbour)
+            measured = noisy
             t1 = time.perf_counter()
             if self.method == "dp":
                 alpha = math.exp(-self.epsilon / (L * P.vector_sensitivity(self.neighbour)))
@@ -522,6 +524,7 @@ class CensusHierarchy(Mechanism):
                 values = topdown(h, noisy.astype(np.float64), G)
         elif self.method in ("cdp_approx", "qp_cumulative", "qip_cumulative"):
             cum, info = P.noisy_cumulative(data, self.epsilon, source, self.neighbour)
+            measured = cum
             t1 = time.perf_counter()
             if self.method == "cdp_approx":
                 alpha = math.exp(-self.epsilon / (L * P.cumulative_sensitivity(self.neighbour)))
@@ -554,7 +557,14 @@ class CensusHierarchy(Mechanism):
                 )
                 info.update(qp_info(qp))
         else:
-            chain, info = P.noisy_chain(data, self.epsilon, source, self.neighbour, self.noise_mode)
+            if self.noise_mode == "private_postprocessed":
+                # P.noisy_chain's own steps, keeping the cumulative measurements it derives from
+                measured, info = P.noisy_cumulative(data, self.epsilon, source, self.neighbour)
+                chain = P.chain_from_cumulative(h, measured)
+            else:
+                chain, info = P.noisy_chain(
+                    data, self.epsilon, source, self.neighbour, self.noise_mode
+                )
             t1 = time.perf_counter()
             levels = chain_isotonic(h, chain, G)
             values = counts_from_levels(h, levels)
@@ -580,5 +590,11 @@ class CensusHierarchy(Mechanism):
                 f"NOT epsilon-DP: noise_mode='as_published' spends epsilon = {acct['epsilon_spent']:.6g}, not {self.epsilon}"
             )
         return CensusRelease(
-            metadata, h, values, G, private=bool(acct["private"]), top_coded=data.top_coded
+            metadata,
+            h,
+            values,
+            G,
+            private=bool(acct["private"]),
+            top_coded=data.top_coded,
+            measurements=measured,
         )

@@ -52,10 +52,23 @@ class CensusRelease(Release):
         *,
         private: bool = True,
         top_coded: bool = False,
+        measurements: NDArray[np.int64] | None = None,
     ) -> None:
         super().__init__(None, metadata)
         self.hierarchy = hierarchy
         self.values = np.asarray(values, dtype=np.int64)
+        #: The noisy measurements before post-processing (regions x sizes: the group sizes n~ or
+        #: the cumulative Gamma~ of ``metadata.noise["measurement"]``), or None (chain noise, or a
+        #: release saved before they were kept). They are the mechanism's own DP output, covered
+        #: by its guarantee; their noise is exact, which :meth:`bound_interval_many` uses.
+        self.measurements = (
+            None if measurements is None else np.asarray(measurements, dtype=np.int64)
+        )
+        if self.measurements is not None and self.measurements.shape != self.values.shape:
+            raise ReleaseError(
+                f"measurements of shape {self.measurements.shape} do not match the release's "
+                f"{self.values.shape}"
+            )
         self.groups = int(groups)
         self.private = bool(private)
         self.top_coded = bool(top_coded)
@@ -136,6 +149,83 @@ class CensusRelease(Release):
             out[i] = cells * float(per_level[int(self.hierarchy.level[r]) - 1])
         return out
 
+    #: What a bound interval rests on (:func:`~dpcube.release.uncertainty.uncertainty_kind`).
+    bound_reason = (
+        "the noisy measurements before post-processing, with their exact noise; the answer is "
+        "the consistent estimate"
+    )
+
+    @property
+    def bound_unavailable(self) -> str | None:
+        """Why :meth:`bound_interval_many` cannot be used (None where it can)."""
+        measurement = self.metadata.noise.get("measurement")
+        if measurement not in ("group_sizes", "cumulative"):
+            return (
+                f"the noise is on {measurement or 'unstated'} values that are no region's counts "
+                "(M_CDP's chain noise), and no interval valid on any data is known for them"
+            )
+        if self.measurements is None or not isinstance(
+            self.metadata.noise.get("cell_variance"), list
+        ):
+            return "the release does not carry its noisy measurements (saved before they were kept)"
+        if not str(self.metadata.noise.get("distribution", "")).startswith("discrete_laplace"):
+            return "its noise is not discrete Laplace"
+        return None
+
+    def bound_interval_many(
+        self, queries: Sequence[Mapping[str, Any]], level: float
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64], list[str]]:
+        """``(lower, upper, reasons)``: an interval at ``level`` for the true number of groups of
+        sizes lo..hi in a region, valid on any data, from the noisy measurements before
+        post-processing.
+
+        The measurements are the true figures plus independent discrete Laplace noise of the
+        region's level (``metadata.noise["cell_variance"]``): for ``"group_sizes"``, ``n~_s^r =
+        n_s^r + e_s^r``, so ``sum_{s=lo..hi} n~_s^r`` is the truth plus the sum of ``hi - lo + 1``
+        noises; for ``"cumulative"``, ``Gamma~_s^r = sum_{s' <= s} n_{s'}^r + e_s^r``, so
+        ``Gamma~_hi - Gamma~_(lo-1)`` is the truth plus one noise (lo = 1) or the difference of
+        two (the same distribution as their sum: the noise is symmetric). With ``t`` the point
+        of :func:`~dpcube.release.bounds.discrete_laplace_sum_point` for ``(1 - level) / 2``,
+        ``estimate +- t`` covers the truth with probability at least ``level`` (each side misses
+        at most ``(1 - level) / 2``). The truth is a count of at most G groups (G public), so the
+        interval is clipped to [0, G]; it is widened to hold the released (consistent) answer,
+        which only widens it. The released answer is the consistent, non-negative integer
+        estimate (the post-processing's projection of these measurements); the interval's centre
+        is the unbiased raw estimate, so the two may differ by the projection's correction.
+        """
+        from dpcube.release.bounds import discrete_laplace_sum_point
+
+        why = self.bound_unavailable
+        if why is not None:
+            raise QueryError(f"no bound interval for this release: {why}")
+        assert self.measurements is not None
+        noise = self.metadata.noise
+        per_level = np.asarray(noise["cell_variance"], dtype=np.float64)
+        cumulative = noise["measurement"] == "cumulative"
+        m = self.measurements.astype(np.float64)
+        q = len(queries)
+        estimate = np.empty(q)
+        multiplicity = np.zeros((q, len(per_level)))
+        for i, query in enumerate(queries):
+            r, lo, hi = self._box(query)
+            level_of = int(self.hierarchy.level[r]) - 1
+            if cumulative:
+                estimate[i] = m[r, hi - 1] - (m[r, lo - 2] if lo > 1 else 0.0)
+                multiplicity[i, level_of] = 1 if lo == 1 else 2
+            else:
+                estimate[i] = m[r, lo - 1 : hi].sum()
+                multiplicity[i, level_of] = hi - lo + 1
+        t = discrete_laplace_sum_point(multiplicity, per_level, (1.0 - level) / 2.0)
+        answers = self.answer_many(queries)
+        lower = np.clip(np.minimum(estimate - t, answers), 0.0, self.groups)
+        upper = np.clip(np.maximum(estimate + t, answers), 0.0, self.groups)
+        reason = (
+            f"valid on any data: the noisy {'cumulative' if cumulative else 'group-size'} "
+            "measurements before post-processing (exact discrete Laplace noise), +- their "
+            f"{100 * level:g}% point; the answer is the consistent estimate"
+        )
+        return lower, upper, [reason] * q
+
     def bootstrap_world(self) -> BootstrapWorld:
         """The parametric bootstrap's world: the released leaf-region rows (non-negative integers),
         aggregated up the hierarchy, are the truth; each replicate re-runs the whole mechanism
@@ -197,7 +287,16 @@ class CensusRelease(Release):
                 "level": pa.array(h.level),
             }
         )
-        return {"counts": counts, "regions": regions}
+        out = {"counts": counts, "regions": regions}
+        if self.measurements is not None:
+            out["measurements"] = pa.table(
+                {
+                    "region": counts.column("region"),
+                    "size": counts.column("size"),
+                    "noisy": pa.array(self.measurements.ravel()),
+                }
+            )
+        return out
 
     def state(self) -> dict[str, Any]:
         return {
@@ -235,6 +334,22 @@ class CensusRelease(Release):
                 f"1..{values.shape[1]}; the state or the table was edited: do not use this release"
             )
         values[regions, sizes - 1] = column_numpy(c, "count")
+        measurements = None
+        if "measurements" in tables:
+            t = tables["measurements"]
+            m_regions, m_sizes = column_numpy(t, "region"), column_numpy(t, "size")
+            if len(m_regions) and (
+                m_regions.min() < 0
+                or m_regions.max() >= h.size
+                or m_sizes.min() < 1
+                or m_sizes.max() > values.shape[1]
+            ):
+                raise ReleaseError(
+                    f"the 'measurements' table names a region outside 0..{h.size - 1} or a size "
+                    f"outside 1..{values.shape[1]}; the table was edited: do not use this release"
+                )
+            measurements = np.zeros_like(values)
+            measurements[m_regions, m_sizes - 1] = column_numpy(t, "noisy")
         return cls(
             metadata,
             h,
@@ -242,6 +357,7 @@ class CensusRelease(Release):
             int(state["groups"]),
             private=bool(state.get("private", True)),
             top_coded=bool(state.get("top_coded", False)),
+            measurements=measurements,
         )
 
     def report_lines(self) -> list[str]:

@@ -210,17 +210,20 @@ class _CountTree(SpatialMechanism):
             spent_before
             + np.concatenate([spent[d][idx[depths == d]] for d in range(len(tree.levels))]) * c
         )
+        # each leaf's own noisy count and its noise variance (the leaves in consistent_leaves'
+        # order): the release itself without consistency, kept beside the consistent one with it
+        raw = np.concatenate([noisy[d][idx[depths == d]] for d in range(len(tree.levels))])
+        raw_var = np.concatenate([variances[d][idx[depths == d]] for d in range(len(tree.levels))])
+        raw_counts: NDArray[Any] | None = None
         if self.consistency:
             rects, values = consistent_leaves(tree, noisy, variances)
             leaf_var = None
+            raw_counts = raw
         else:
             rects = np.concatenate(
                 [tree.levels[d].rects[idx[depths == d]] for d in range(len(tree.levels))]
             )
-            values = np.concatenate([noisy[d][idx[depths == d]] for d in range(len(tree.levels))])
-            leaf_var = np.concatenate(
-                [variances[d][idx[depths == d]] for d in range(len(tree.levels))]
-            )
+            values, leaf_var = raw, raw_var
         metadata.noise = {
             "distribution": "discrete_laplace",
             "height": tree.height,
@@ -228,7 +231,16 @@ class _CountTree(SpatialMechanism):
             "consistency": self.consistency,
             "leaves": len(rects),
         }
-        return LeafRelease(hist.schema, metadata, rects, values, leaf_var, paths)
+        return LeafRelease(
+            hist.schema,
+            metadata,
+            rects,
+            values,
+            leaf_var,
+            paths,
+            raw_counts=raw_counts,
+            raw_variances=raw_var if raw_counts is not None else None,
+        )
 
 
 #: ``QuadTree(height_rule=...)``: how the default height follows HTF's h (see :class:`QuadTree`).
@@ -660,7 +672,14 @@ class AdaptiveGrid(SpatialMechanism):
             "leaves": len(rects),
         }
         return LeafRelease(
-            data.schema, metadata, rects, values, None, np.full(len(rects), self.epsilon)
+            data.schema,
+            metadata,
+            rects,
+            values,
+            None,
+            np.full(len(rects), self.epsilon),
+            raw_counts=noisy2,
+            raw_variances=np.full(len(rects), var2),
         )
 
 

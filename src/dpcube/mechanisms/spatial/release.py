@@ -274,6 +274,10 @@ def cascade_spread(
     return out
 
 
+def _pct(level: float) -> str:
+    return f"{100 * level:g}%"
+
+
 class LeafRelease(Release):
     """Leaf rectangles tiling the grid, each with a released count.
 
@@ -292,6 +296,9 @@ class LeafRelease(Release):
         counts: NDArray[Any],
         variances: NDArray[np.float64] | None = None,
         budget_paths: NDArray[np.float64] | None = None,
+        *,
+        raw_counts: NDArray[Any] | None = None,
+        raw_variances: NDArray[np.float64] | None = None,
     ) -> None:
         super().__init__(schema, metadata)
         self.shape = grid_shape(schema)
@@ -303,6 +310,18 @@ class LeafRelease(Release):
         self.budget_paths = (
             None if budget_paths is None else np.asarray(budget_paths, dtype=np.float64)
         )
+        #: Each leaf's own noisy count before post-processing (least-squares consistency of the
+        #: quadtree and kd-tree, AG's combination of its two levels) and its noise variance, or
+        #: None. They are the mechanism's own measurements, covered by its guarantee; their noise
+        #: is each leaf's own draw, which :meth:`bound_interval_many` needs.
+        self.raw_counts = None if raw_counts is None else np.asarray(raw_counts)
+        self.raw_variances = (
+            None if raw_variances is None else np.asarray(raw_variances, dtype=np.float64)
+        )
+        if (self.raw_counts is None) != (self.raw_variances is None) or (
+            self.raw_counts is not None and self.raw_counts.shape != self.leaf_counts.shape
+        ):
+            raise ReleaseError("raw leaf counts need one count and one variance per leaf")
         self._prefix: NDArray[np.float64] | None = None
 
     @property
@@ -556,6 +575,111 @@ class LeafRelease(Release):
             return modelled, modelled, note
         return None, modelled, None
 
+    #: What a bound interval rests on (:func:`~dpcube.release.uncertainty.uncertainty_kind`).
+    bound_reason = (
+        "the noisy counts of the leaves a query covers and of those it touches, with their exact "
+        "noise; it holds whatever the points do inside the leaves the query cuts"
+    )
+
+    @property
+    def bound_unavailable(self) -> str | None:
+        """Why :meth:`bound_interval_many` cannot be used (None where it can): it needs each
+        released leaf count to be the leaf's true count plus its own independent discrete Laplace
+        draw of known variance, drawn after the partition was chosen (UG, PrivTree, HTF, Uniform,
+        the quadtree and kd-tree without consistency), or the release to keep such counts from
+        before its post-processing (:attr:`raw_counts`: the consistent trees, AG)."""
+        distribution = str((self.metadata.noise or {}).get("distribution", ""))
+        if self.variances is None and self.raw_variances is None:
+            return (
+                "its leaf counts are post-processed (consistency or a combination of levels), so "
+                "a leaf's noise is not its own known draw, and the release does not carry the "
+                "leaves' own noisy counts (saved before they were kept)"
+            )
+        if not distribution.startswith("discrete_laplace"):
+            return f"its leaf noise is {distribution or 'not stated'}, not discrete Laplace"
+        return None
+
+    def bound_interval_many(
+        self, queries: Sequence[Mapping[str, Any]], level: float
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64], list[str]]:
+        """``(lower, upper, reasons)``: an interval at ``level`` for each query's true count that
+        holds whatever the points do inside the leaves (see :attr:`bound_unavailable` for when).
+
+        Proof. Leaf L holds ``n_L >= 0`` true points and is released as ``c_L = n_L + e_L``, the
+        ``e_L`` independent discrete Laplace draws of known variance ``v_L``, drawn after (and
+        independently of) the choice of the partition, so that given the partition they keep
+        that distribution. A query Q covers the leaves C (inside Q) and touches the leaves T (C
+        and the leaves Q cuts). Its true count is ``sum_C n_L + sum_{T \\ C} n_{L,Q}`` with ``0 <=
+        n_{L,Q} <= n_L`` whatever the layout inside the cut leaves, so
+
+            sum_C n_L  <=  truth  <=  sum_T n_L.
+
+        (The released answer ``sum_C c_L + sum_{T \\ C} f_L c_L``, ``f_L`` the area share, has
+        uniformity error ``n_{L,Q} - f_L n_L`` in ``[-f_L n_L, (1 - f_L) n_L]`` per cut leaf: the
+        same bound written about the answer.) ``sum_C n_L = sum_C c_L - sum_C e_L`` and
+        ``P(sum_C e_L >= t_C) <= alpha / 2`` for the point ``t_C`` of
+        :func:`~dpcube.release.bounds.discrete_laplace_sum_point`, so ``sum_C c_L - t_C`` is
+        below ``sum_C n_L`` with probability at least ``1 - alpha/2``; likewise (the noise is
+        symmetric) ``sum_T c_L + t_T`` is above ``sum_T n_L`` with probability at least ``1 -
+        alpha/2``. By Bonferroni (the confidence split: ``alpha/2`` for the covered leaves'
+        noise, ``alpha/2`` for the touched leaves' count, ``alpha = 1 - level``) both hold
+        together with probability at least ``level``, and then the truth is in ``[sum_C c_L -
+        t_C, sum_T c_L + t_T]``. Clipping the lower end at 0 (a count is never negative) and
+        taking the hull with the released answer only widens it. A query that cuts no leaf gets
+        ``C = T``: an interval of the noise alone.
+
+        A post-processed release (the consistent quadtree and kd-tree, AG) answers from its
+        post-processed counts, whose noise mixes several draws; the proof above then runs on
+        the leaves' own noisy counts before post-processing (:attr:`raw_counts`, each ``n_L``
+        plus the leaf's own draw, of variance :attr:`raw_variances`), which the release keeps.
+        """
+        from dpcube.release.bounds import discrete_laplace_sum_point
+
+        why = self.bound_unavailable
+        if why is not None:
+            raise ReleaseError(f"no bound interval for this release: {why}")
+        # a post-processed release answers from its consistent counts; its bound rests on the
+        # leaves' own noisy counts (raw_counts), whose noise is each leaf's own draw
+        own = self.raw_counts if self.raw_counts is not None else self.leaf_counts
+        variances = self.raw_variances if self.raw_variances is not None else self.variances
+        assert variances is not None
+        boxes = self.boxes(queries)
+        area = (
+            (self.rects[:, 1] - self.rects[:, 0]) * (self.rects[:, 3] - self.rects[:, 2])
+        ).astype(np.float64)
+        groups, group = np.unique(variances, return_inverse=True)
+        counts = np.asarray(own, dtype=np.float64)
+        q = len(boxes)
+        covered_sum, touched_sum = np.zeros(q), np.zeros(q)
+        covered_m, touched_m = np.zeros((q, len(groups))), np.zeros((q, len(groups)))
+        cuts = np.zeros(q, dtype=np.int64)
+        for i, ((a0, a1), (b0, b1)) in enumerate(boxes):
+            frac = _overlap(self.rects, a0, a1 + 1, b0, b1 + 1) / area
+            inside, touched = frac >= 1.0, frac > 0.0
+            covered_sum[i] = float(counts[inside].sum())
+            touched_sum[i] = float(counts[touched].sum())
+            covered_m[i] = np.bincount(group[inside], minlength=len(groups))
+            touched_m[i] = np.bincount(group[touched], minlength=len(groups))
+            cuts[i] = int(np.count_nonzero(touched & ~inside))
+        tail = (1.0 - level) / 2.0
+        lower = covered_sum - discrete_laplace_sum_point(covered_m, groups, tail)
+        upper = touched_sum + discrete_laplace_sum_point(touched_m, groups, tail)
+        answers = self.answer_boxes(boxes)
+        lower = np.maximum(np.minimum(lower, answers), 0.0)
+        upper = np.maximum(upper, answers)
+        reasons = [
+            (
+                f"bound valid on any data: the query cuts {k} leaves; from the {_pct(level)} "
+                "limits of the covered leaves' and the touched leaves' noisy sums (alpha/2 each), "
+                "whatever the points do inside the cut leaves"
+                if k
+                else "bound valid on any data: the query cuts no leaf; the noise of the leaves "
+                "it covers (exact discrete Laplace distribution)"
+            )
+            for k in cuts.tolist()
+        ]
+        return lower, upper, reasons
+
     def variance_many(self, queries: Sequence[Mapping[str, Any]]) -> NDArray[np.float64]:
         """The noise-only variance of each answer (independent leaf noises); NOT the answer's
         error, which also holds the uniformity assumption's bias (see ``bootstrap_world``)."""
@@ -617,6 +741,9 @@ class LeafRelease(Release):
             columns["variance"] = pa.array(self.variances)
         if self.budget_paths is not None:
             columns["path_epsilon"] = pa.array(self.budget_paths)
+        if self.raw_counts is not None and self.raw_variances is not None:
+            columns["raw_count"] = pa.array(self.raw_counts)
+            columns["raw_variance"] = pa.array(self.raw_variances)
         return {"leaves": pa.table(columns)}
 
     @classmethod
@@ -648,6 +775,8 @@ class LeafRelease(Release):
             column_numpy(t, "count"),
             column_numpy(t, "variance") if "variance" in names else None,
             column_numpy(t, "path_epsilon") if "path_epsilon" in names else None,
+            raw_counts=column_numpy(t, "raw_count") if "raw_count" in names else None,
+            raw_variances=column_numpy(t, "raw_variance") if "raw_variance" in names else None,
         )
 
     def report_lines(self) -> list[str]:

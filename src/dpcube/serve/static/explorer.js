@@ -530,10 +530,18 @@
     if (data.error_kind === "exact") {
       return `${level} interval = answer \u00b1 z \u00d7 the exact standard deviation of the noise added for privacy (sd ${formatNumber(answer.stddev)}). It covers the privacy noise only, not errors in the data itself.`;
     }
+    if (data.error_kind === "bound") {
+      return `${level} interval valid on any data (it assumes nothing about how the data lie): ${answer.interval_reason || ""}`;
+    }
     if (data.error_kind === "bootstrap") {
       return `${level} interval from a parametric bootstrap (${data.bootstrap_runs} re-releases of the release itself, no budget spent): it covers the mechanism's whole error (noise and its post-processing), estimated, not exact; error sd ${formatNumber(answer.stddev)}. ${data.error_reason || ""}`;
     }
     return `no interval: ${data.error_reason || "this release has no error estimate"}`;
+  }
+
+  /* A visible warning next to an answer whose interval is not trusted (not valid by construction). */
+  function untrustedText(a) {
+    return a.trusted === false ? ` \u26a0 NOT TRUSTED: ${a.interval_reason || "no interval valid on any data"}` : "";
   }
 
   /* The answers for the regions below the chosen one: a table under the main answer. */
@@ -543,8 +551,8 @@
     body.replaceChildren();
     rows.forEach((row, i) => {
       const a = answers[i];
-      const interval = a.lower === null || a.upper === null ? "(no interval)"
-        : `[${formatNumber(a.lower)}, ${formatNumber(a.upper)}]`;
+      const interval = (a.lower === null || a.upper === null ? "(no interval)"
+        : `[${formatNumber(a.lower)}, ${formatNumber(a.upper)}]`) + untrustedText(a);
       body.append(el("tr", { "data-label": row.label, "data-value": String(a.answer) },
         el("td", { text: row.label }), el("td", { className: "num", text: formatNumber(a.answer) }),
         el("td", { className: "num", text: interval })));
@@ -598,6 +606,8 @@
         interval.setAttribute("data-upper", String(a.upper));
       }
       interval.setAttribute("data-level", String(data.level));
+      interval.setAttribute("data-trusted", String(a.trusted !== false));
+      interval.textContent += untrustedText(a);
       $("answer-covers").textContent = coversText(data, a);
       $("answer-query").textContent = JSON.stringify(query);
       $("result").hidden = false;
