@@ -63,6 +63,16 @@ class CellRelease(Release):
         noise variance is the answer's error (every cell mechanism with a variance model)."""
         return self.variance_model is not None
 
+    @property
+    def bootstrap_unavailable(self) -> str | None:
+        """None: every cell release has a bootstrap (:meth:`bootstrap_world`)."""
+        return None
+
+    def trim_cache(self, max_bytes: int) -> None:
+        """Drop the summed-area table if it takes more than ``max_bytes``."""
+        if self._prefix is not None and self._prefix.nbytes > max_bytes:
+            self._prefix = None
+
     def bootstrap_world(self) -> BootstrapWorld:
         """The parametric bootstrap's world (:mod:`dpcube.release.uncertainty`): the released cells,
         made non-negative whole counts, as the truth; the mechanism re-run on them."""

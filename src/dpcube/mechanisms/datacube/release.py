@@ -278,6 +278,11 @@ class CuboidRelease(Release):
             )
         return None
 
+    def trim_cache(self, max_bytes: int) -> None:
+        """Drop the cuboids' summed-area tables if together they take more than ``max_bytes``."""
+        if sum(p.nbytes for p in self._prefix.values()) > max_bytes:
+            self._prefix.clear()
+
     def bootstrap_world(self) -> BootstrapWorld:
         """The parametric bootstrap's world: the published cuboid W that contains every measured
         cuboid, made non-negative whole counts (:func:`~dpcube.release.uncertainty.integer_truth`),
