@@ -131,7 +131,7 @@ def replicate_seconds(release: Release, seed: int | None) -> float:
     """CPU seconds of one bootstrap replicate of ``release`` (the mechanism re-run once on the
     release itself; post-processing, no budget spent)."""
     start = time.process_time()
-    world = release.bootstrap_world()  # type: ignore[attr-defined]
+    world = release.bootstrap_world()
     world.replicate(np.random.default_rng(seed))
     return time.process_time() - start
 

@@ -667,7 +667,8 @@ class LeafRelease(Release):
         q, query, leaf, frac = self._overlaps(queries)
         weight = np.abs(np.asarray(self.leaf_counts, dtype=np.float64))
         cut = frac < 1
-        return np.bincount(query[cut], weights=weight[leaf[cut]] * frac[cut], minlength=q)
+        assumed = np.bincount(query[cut], weights=weight[leaf[cut]] * frac[cut], minlength=q)
+        return np.asarray(assumed, dtype=np.float64)
 
     @property
     def splits_equalise_counts(self) -> bool:
@@ -886,7 +887,8 @@ class LeafRelease(Release):
         if self.variances is None:
             return np.full(len(queries), np.nan)
         q, query, leaf, frac = self._overlaps(queries)
-        return np.bincount(query, weights=self.variances[leaf] * frac**2, minlength=q)
+        spread = np.bincount(query, weights=self.variances[leaf] * frac**2, minlength=q)
+        return np.asarray(spread, dtype=np.float64)
 
     def table_cells(
         self, attributes: Sequence[str] | None = None, where: Mapping[str, Any] | None = None
