@@ -3,12 +3,14 @@
 **Trusted means valid by construction.** Each answer carries ``interval_kind`` (``exact``,
 ``bound``, ``model``, ``none``), a one-line reason, and ``untrusted``: only ``exact`` intervals
 (below) and ``bound`` intervals are trusted. A bound holds whatever the data: a release kind
-that has one provides ``bound_interval_many(queries, level) -> (lower, upper, reasons)`` and
-``bound_unavailable`` (spatial partitions whose leaf counts are each their own noise draw,
+that has one sets :attr:`Release.bound_reason` and overrides
+``bound_interval_many(queries, level) -> (lower, upper, reasons)`` and ``bound_unavailable``;
+every hook this module calls is declared on :class:`~dpcube.release.base.Release`, with a
+default meaning "this kind has none". Bounds come from spatial partitions whose leaf counts are each their own noise draw,
 :meth:`~dpcube.mechanisms.spatial.release.LeafRelease.bound_interval_many`; census releases from
 their noisy measurements before post-processing,
 :meth:`~dpcube.mechanisms.census.release.CensusRelease.bound_interval_many`; both from the exact
-quantiles of discrete Laplace sums, :mod:`dpcube.release.bounds`). The parametric bootstrap below
+quantiles of discrete Laplace sums, :mod:`dpcube.release.bounds`. The parametric bootstrap below
 is a ``model`` interval, never trusted: the default only where a release has neither an exact
 variance nor a bound and is not a partition or census release (whose answers without a bound get
 ``none`` with the reason); elsewhere ``intervals="model"`` asks for it.
