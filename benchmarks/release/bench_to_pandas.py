@@ -68,44 +68,44 @@ def releases() -> dict[str, Any]:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
+def measure(name: str, release: Any, runs: int, repeat: int) -> bool:
+    """Time one release (see the module docstring), print its line; whether the answers agree."""
     from dpcube.release.uncertainty import bootstrap_errors, bootstrap_replicates
 
+    _, queries = release.table_cells()
+    plain = [dict(q) for q in queries]  # query dicts, parsed again wherever answered
+    t = time.perf_counter()
+    truth, reps = bootstrap_replicates(release, runs, seed=7)
+    first = time.perf_counter() - t
+    trusted = best(lambda: release.to_pandas(seed=7, runs=runs), repeat)
+    model = best(lambda: release.to_pandas(intervals="model", seed=7, runs=runs), repeat)
+    floor = best(lambda: release.answer_many(plain), repeat)
+
+    def per_replicate() -> np.ndarray:
+        target = truth.answer_many(plain)
+        return np.stack([rep.answer_many(plain) - target for rep in reps])
+
+    baseline = best(per_replicate, 1)
+    fast = bootstrap_errors(release, plain, runs=runs, seed=7)
+    same = bool(np.allclose(per_replicate(), fast, rtol=1e-9, atol=1e-9))
+    print(
+        f"{name:12s} {len(plain):6d} {trusted:8.3f} {model:8.3f} {model + first:10.3f} "
+        f"{baseline:9.3f} {floor:7.3f} {baseline / model:8.1f}x"
+        + ("" if same else "  DIFFERENT ANSWERS")
+    )
+    return same
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
-    ok = True
     print(
         f"{'release':12s} {'rows':>6s} {'trusted':>8s} {'model':>8s} {'model 1st':>10s} "
         f"{'baseline':>9s} {'floor':>7s} {'speed-up':>9s}"
     )
-    for name, release in releases().items():
-        _, queries = release.table_cells()
-        plain = [dict(q) for q in queries]  # query dicts, parsed again wherever answered
-        t = time.perf_counter()
-        truth, reps = bootstrap_replicates(release, args.runs, seed=7)
-        first = time.perf_counter() - t
-        trusted = best(lambda: release.to_pandas(seed=7, runs=args.runs), args.repeat)
-        model = best(
-            lambda: release.to_pandas(intervals="model", seed=7, runs=args.runs), args.repeat
-        )
-        floor = best(lambda: release.answer_many(plain), args.repeat)
-
-        def per_replicate() -> np.ndarray:
-            target = truth.answer_many(plain)
-            return np.stack([rep.answer_many(plain) - target for rep in reps])
-
-        baseline = best(per_replicate, 1)
-        same = np.allclose(
-            per_replicate(), bootstrap_errors(release, plain, runs=args.runs, seed=7), 1e-9, 1e-9
-        )
-        ok = ok and same
-        print(
-            f"{name:12s} {len(plain):6d} {trusted:8.3f} {model:8.3f} {model + first:10.3f} "
-            f"{baseline:9.3f} {floor:7.3f} {baseline / model:8.1f}x"
-            + ("" if same else "  DIFFERENT ANSWERS")
-        )
+    ok = all([measure(n, r, args.runs, args.repeat) for n, r in releases().items()])
     print(f"seconds, best of {args.repeat}; {args.runs} replicates; same answers: {ok}")
     return 0 if ok else 1
 
