@@ -576,13 +576,13 @@ class LeafRelease(Release):
                 out[:, met] = np.add.reduceat(counts[:, leaf] * frac, first, axis=1)
             return out
         kept = _kept_stack(reps)
-        cells = (self.shape[0] + 1) * (self.shape[1] + 1)
+        table_cells = (self.shape[0] + 1) * (self.shape[1] + 1)
         if kept is not None and kept.nbytes <= keep_bytes:
             return _stacked_box_sums(kept, boxes)
         rects = np.concatenate([rep.rects for rep in reps])
         counts = np.concatenate([np.asarray(rep.leaf_counts, dtype=np.float64) for rep in reps])
         replicate = np.repeat(np.arange(len(reps)), [len(rep.rects) for rep in reps])
-        if len(reps) * cells * 8 <= keep_bytes:
+        if len(reps) * table_cells * 8 <= keep_bytes:
             stack = _stacked_prefix(self.shape, rects, counts, replicate, len(reps))
             for b, rep in enumerate(reps):
                 rep._prefix = stack[b]
