@@ -105,13 +105,16 @@ def leaf_map(shape: tuple[int, int], rects: NDArray[np.int64]) -> NDArray[np.int
     stride = cols + 1
     r0, r1, c0, c1 = (rects[:, i] for i in range(4))
     for rr, cc, sign in ((r0, c0, 1), (r0, c1, -1), (r1, c0, -1), (r1, c1, 1)):
-        np.add.at(diff, rr * stride + cc, sign * index)
+        diff[rr * stride + cc] += sign * index  # a tiling: no two leaves share this corner
     z = np.cumsum(np.cumsum(diff.reshape(rows + 1, cols + 1), axis=0), axis=1)
     return np.ascontiguousarray(z[:rows, :cols])
 
 
 def leaf_overlaps(
-    shape: tuple[int, int], rects: NDArray[np.int64], boxes: NDArray[np.int64]
+    shape: tuple[int, int],
+    rects: NDArray[np.int64],
+    boxes: NDArray[np.int64],
+    cells_leaf: NDArray[np.int64] | None = None,
 ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]:
     """The sparse overlap of inclusive ``boxes`` (q, 2, 2) with leaves tiling ``shape``:
     ``(query, leaf, cells)``, one entry per box and leaf that share ``cells > 0`` cells, in
@@ -121,7 +124,8 @@ def leaf_overlaps(
     or left column (its top-left cell lies above or to the left). The first are found per row of
     the box among the leaves sorted by top-left cell (a binary search per row), the second in the
     map of the cells' leaves (:func:`leaf_map`) along that row and column: the work is the boxes'
-    heights and widths plus the entries, never a pass over all leaves per box.
+    heights and widths plus the entries, never a pass over all leaves per box. ``cells_leaf``:
+    the :func:`leaf_map` of the rectangles when the caller keeps it.
 
     >>> rects = np.array([[0, 2, 0, 1], [0, 1, 1, 3], [1, 2, 1, 3]])
     >>> q, leaf, cells = leaf_overlaps((2, 3), rects, np.array([[[0, 1], [1, 2]], [[1, 1], [0, 0]]]))
@@ -142,7 +146,7 @@ def leaf_overlaps(
     owner, at = _ragged(start, stop - start)
     inside_q, inside_leaf = row_owner[owner], order[at]
     # leaves crossing the box's top row or left column
-    cells_of = leaf_map(shape, rects).ravel()
+    cells_of = (leaf_map(shape, rects) if cells_leaf is None else cells_leaf).ravel()
     top_q, top_col = _ragged(b0, b1 - b0 + 1)
     left_q, left_row = _ragged(a0, a1 - a0 + 1)
     edge_leaf = np.concatenate(
@@ -188,26 +192,32 @@ def _stacked_prefix(
     runs: int,
 ) -> NDArray[np.float64]:
     """The (runs, rows + 1, cols + 1) summed-area tables of the densities of ``runs`` leaf
-    releases, their leaves given one after another (``replicate``: each leaf's release, in
-    increasing order): :func:`density` and :func:`~dpcube.linalg.summed_area.prefix_sums` of each
-    release, the same operations in the same order, for all at once."""
+    releases, their leaves given one after another (``replicate``: each leaf's release):
+    :func:`density` and :func:`~dpcube.linalg.summed_area.prefix_sums` of each release, the same
+    sums in the same order, for all at once in one array.
+
+    The difference array is written one row and column down and right of :func:`density`'s, so
+    that its two running sums leave the density where the summed-area table wants it (row and
+    column 0 zero) and two more running sums in place give the table. A corner on the grid's
+    last row or column only changes cells beyond the grid and is left out. In a tiling no two
+    leaves share a corner of the same kind, so one ``bincount`` over the four kinds adds each
+    cell's corners in :func:`density`'s order."""
     rows, cols = shape
     r0, r1, c0, c1 = (rects[:, i] for i in range(4))
     area = ((r1 - r0) * (c1 - c0)).astype(np.float64)
     value = np.asarray(counts, dtype=np.float64) / area
     stride = cols + 1
     size = (rows + 1) * stride
-    diff = np.zeros(runs * size, dtype=np.float64)
-    base = replicate * size
+    index, weight = [], []
     for rr, cc, sign in ((r0, c0, 1.0), (r0, c1, -1.0), (r1, c0, -1.0), (r1, c1, 1.0)):
-        diff += np.bincount(base + rr * stride + cc, weights=sign * value, minlength=diff.size)
-    z = diff.reshape(runs, rows + 1, cols + 1)
-    z = np.cumsum(np.cumsum(z, axis=1), axis=2)
-    prefix = np.zeros((runs, rows + 1, cols + 1), dtype=np.float64)
-    prefix[:, 1:, 1:] = z[:, :rows, :cols]
-    np.cumsum(prefix, axis=1, out=prefix)
-    np.cumsum(prefix, axis=2, out=prefix)
-    return prefix
+        inside = (rr < rows) & (cc < cols)
+        index.append(replicate[inside] * size + (rr[inside] + 1) * stride + cc[inside] + 1)
+        weight.append(sign * value[inside])
+    flat = np.bincount(np.concatenate(index), np.concatenate(weight), minlength=runs * size)
+    table = np.asarray(flat, dtype=np.float64).reshape(runs, rows + 1, cols + 1)
+    for axis in (1, 2, 1, 2):  # the density, then its summed-area table
+        np.cumsum(table, axis=axis, out=table)
+    return table
 
 
 def _stacked_box_sums(prefix: NDArray[np.float64], boxes: NDArray[np.int64]) -> NDArray:
@@ -493,6 +503,10 @@ class LeafRelease(Release):
         ):
             raise ReleaseError("raw leaf counts need one count and one variance per leaf")
         self._prefix: NDArray[np.float64] | None = None
+        #: The leaf of each cell (:func:`leaf_map`) and the last queries' overlaps with the
+        #: leaves (:meth:`_overlaps`: the bound, the variances and the widening read the same).
+        self._leaf_map: NDArray[np.int64] | None = None
+        self._last_overlaps: tuple[bytes, Any] | None = None
 
     @property
     def leaves(self) -> list[Leaf]:
@@ -619,10 +633,15 @@ class LeafRelease(Release):
         """``(q, query, leaf, frac)``: the leaves each query meets and the share ``|Q & L| /
         |L|`` of each that it holds (:func:`leaf_overlaps`; leaves it misses are left out)."""
         boxes = self.boxes(queries)
-        query, leaf, cells = leaf_overlaps(self.shape, self.rects, boxes)
-        r = self.rects[leaf]
-        area = ((r[:, 1] - r[:, 0]) * (r[:, 3] - r[:, 2])).astype(np.float64)
-        return len(boxes), query, leaf, cells / area
+        key = boxes.tobytes()
+        if self._last_overlaps is None or self._last_overlaps[0] != key:
+            if self._leaf_map is None:
+                self._leaf_map = leaf_map(self.shape, self.rects)
+            query, leaf, cells = leaf_overlaps(self.shape, self.rects, boxes, self._leaf_map)
+            r = self.rects[leaf]
+            area = ((r[:, 1] - r[:, 0]) * (r[:, 3] - r[:, 2])).astype(np.float64)
+            self._last_overlaps = (key, (len(boxes), query, leaf, cells / area))
+        return self._last_overlaps[1]
 
     def bootstrap_world(self, dispersion: float | None = None) -> BootstrapWorld:
         """The parametric bootstrap's world: every leaf's count, made a non-negative whole number
