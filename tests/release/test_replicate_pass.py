@@ -179,3 +179,17 @@ def test_cube_bootstrap_from_parsed_queries_equals_plain_queries() -> None:
     _truth, reps = bootstrap_replicates(cube, 20, seed=3)
     each = np.stack([[rep.answer(q) for q in queries] for rep in reps])
     np.testing.assert_array_equal(cube.replicate_answers(reps, cube.parsed(queries)), each)
+
+
+def test_leaf_replicates_keep_their_tables_between_calls() -> None:
+    release = _leaf_release("htf")  # replicates with leaves of their own: summed-area tables
+    queries = release.parsed(_queries())
+    _truth, reps = bootstrap_replicates(release, 20, seed=3)
+    first = release.replicate_answers(reps, queries, keep_bytes=1 << 30)
+    assert all(rep._prefix is not None for rep in reps)
+    kept = reps[0]._prefix.base
+    again = release.replicate_answers(reps, queries, keep_bytes=1 << 30)
+    assert all(rep._prefix.base is kept for rep in reps)  # read, not rebuilt
+    np.testing.assert_array_equal(again, first)
+    release.replicate_answers(reps, queries, keep_bytes=0)
+    assert all(rep._prefix is None for rep in reps)  # over the limit: dropped

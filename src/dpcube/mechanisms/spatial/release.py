@@ -213,8 +213,11 @@ def _stacked_prefix(
         inside = (rr < rows) & (cc < cols)
         index.append(replicate[inside] * size + (rr[inside] + 1) * stride + cc[inside] + 1)
         weight.append(sign * value[inside])
-    flat = np.bincount(np.concatenate(index), np.concatenate(weight), minlength=runs * size)
-    table = np.asarray(flat, dtype=np.float64).reshape(runs, rows + 1, cols + 1)
+    table = np.asarray(
+        np.bincount(np.concatenate(index), np.concatenate(weight), minlength=runs * size),
+        dtype=np.float64,
+    )
+    table.shape = (runs, rows + 1, cols + 1)  # the array itself, not a view: replicates keep slices
     for axis in (1, 2, 1, 2):  # the density, then its summed-area table
         np.cumsum(table, axis=axis, out=table)
     return table
