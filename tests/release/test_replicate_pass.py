@@ -193,3 +193,24 @@ def test_leaf_replicates_keep_their_tables_between_calls() -> None:
     np.testing.assert_array_equal(again, first)
     release.replicate_answers(reps, queries, keep_bytes=0)
     assert all(rep._prefix is None for rep in reps)  # over the limit: dropped
+
+
+@pytest.mark.parametrize("gain", [0, 10**9])  # 0: always the coarser grid; 10**9: never
+def test_replicates_with_their_own_leaves_on_either_table(
+    gain: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dpcube.mechanisms.spatial import release as leaf_module
+
+    monkeypatch.setattr(leaf_module, "COMPRESSION_GAIN", gain)
+    release = _leaf_release("kdtree")
+    queries = _queries()
+    _truth, reps = bootstrap_replicates(release, 20, seed=4)
+    boxes = release.boxes(queries)
+    rects = np.concatenate([rep.rects for rep in reps])
+    counts = np.concatenate([rep.leaf_counts for rep in reps])
+    replicate = np.repeat(np.arange(len(reps)), [len(rep.rects) for rep in reps])
+    got = leaf_module.replicate_leaf_answers(
+        release.shape, rects, counts, replicate, len(reps), boxes
+    )
+    each = np.stack([brute_force_answers(rep.rects, rep.leaf_counts, boxes) for rep in reps])
+    np.testing.assert_allclose(got, each, **TOL)

@@ -234,6 +234,47 @@ def _stacked_box_sums(prefix: NDArray[np.float64], boxes: NDArray[np.int64]) -> 
     return out
 
 
+def _compressed_leaf_answers(
+    rects: NDArray[np.int64],
+    counts: NDArray[Any],
+    boxes: NDArray[np.int64],
+    row_edges: NDArray[np.int64],
+    col_edges: NDArray[np.int64],
+) -> NDArray[np.float64]:
+    """One leaf release's answers to inclusive ``boxes`` from a summed-area table over the grid
+    cut only where a leaf or a box has an edge (``row_edges``, ``col_edges``: the boxes' edges).
+    The density is constant inside each block of that coarser grid, so a block holds its density
+    times its area, and each box is a sum of whole blocks: the answers of
+    :meth:`LeafRelease.answer_boxes`, up to float rounding, from a table that is much smaller
+    than the grid where the leaves and boxes are few."""
+    r0, r1, c0, c1 = (rects[:, i] for i in range(4))
+    rows = np.unique(np.concatenate([row_edges, r0, r1]))
+    cols = np.unique(np.concatenate([col_edges, c0, c1]))
+    nr, nc = len(rows), len(cols)
+    value = np.asarray(counts, dtype=np.float64) / ((r1 - r0) * (c1 - c0))
+    i0, i1 = np.searchsorted(rows, r0), np.searchsorted(rows, r1)
+    j0, j1 = np.searchsorted(cols, c0), np.searchsorted(cols, c1)
+    diff = np.bincount(
+        np.concatenate([i0 * nc + j0, i0 * nc + j1, i1 * nc + j0, i1 * nc + j1]),
+        np.concatenate([value, -value, -value, value]),
+        minlength=nr * nc,
+    ).reshape(nr, nc)
+    density = np.cumsum(np.cumsum(diff, axis=0), axis=1)[:-1, :-1]
+    table = np.zeros((nr, nc))
+    table[1:, 1:] = density * np.diff(rows)[:, None] * np.diff(cols)[None, :]
+    np.cumsum(table, axis=0, out=table)
+    np.cumsum(table, axis=1, out=table)
+    a0, a1 = np.searchsorted(rows, boxes[:, 0, 0]), np.searchsorted(rows, boxes[:, 0, 1] + 1)
+    b0, b1 = np.searchsorted(cols, boxes[:, 1, 0]), np.searchsorted(cols, boxes[:, 1, 1] + 1)
+    out: NDArray[np.float64] = table[a1, b1] - table[a0, b1] - table[a1, b0] + table[a0, b0]
+    return out
+
+
+#: How many times smaller than the grid the coarser grid of :func:`_compressed_leaf_answers`
+#: must be for :func:`replicate_leaf_answers` to answer replicate by replicate on it.
+COMPRESSION_GAIN = 2
+
+
 def replicate_leaf_answers(
     shape: tuple[int, int],
     rects: NDArray[np.int64],
@@ -244,16 +285,33 @@ def replicate_leaf_answers(
 ) -> NDArray[np.float64]:
     """The (runs, q) answers of ``runs`` leaf releases (their leaves one after another,
     ``replicate`` numbering each leaf's release in increasing order) to inclusive ``boxes``: the
-    summed-area tables of the releases built together, a chunk of releases at a time
-    (:data:`REPLICATE_CHUNK_CELLS`), each box read from all of them at once. The same figures as
-    :meth:`LeafRelease.answer_boxes` on each release."""
+    same figures as :meth:`LeafRelease.answer_boxes` on each release (to float rounding).
+
+    Where the grid cut at the leaves' and boxes' edges is :data:`COMPRESSION_GAIN` times smaller
+    than the grid (a large grid, few leaves), each release is answered from a summed-area table
+    of that coarser grid (:func:`_compressed_leaf_answers`); otherwise the releases' summed-area
+    tables are built together, a chunk of releases at a time (:data:`REPLICATE_CHUNK_CELLS`), and
+    each box read from all of them at once."""
     rows, cols = shape
-    per_run = max(1, REPLICATE_CHUNK_CELLS // ((rows + 1) * (cols + 1)))
-    bounds = np.searchsorted(replicate, np.arange(0, runs + per_run, per_run).clip(max=runs))
+    start = np.searchsorted(replicate, np.arange(runs + 1))
+    row_edges = np.unique(np.concatenate([boxes[:, 0, 0], boxes[:, 0, 1] + 1]))
+    col_edges = np.unique(np.concatenate([boxes[:, 1, 0], boxes[:, 1, 1] + 1]))
+    first_rects = rects[start[0] : start[1]]
+    coarse = len(np.union1d(row_edges, first_rects[:, :2])) * len(
+        np.union1d(col_edges, first_rects[:, 2:])
+    )
     out = np.empty((runs, len(boxes)))
-    for k, first in enumerate(range(0, runs, per_run)):
+    if coarse * COMPRESSION_GAIN <= (rows + 1) * (cols + 1):
+        for b in range(runs):
+            part = slice(int(start[b]), int(start[b + 1]))
+            out[b] = _compressed_leaf_answers(
+                rects[part], counts[part], boxes, row_edges, col_edges
+            )
+        return out
+    per_run = max(1, REPLICATE_CHUNK_CELLS // ((rows + 1) * (cols + 1)))
+    for first in range(0, runs, per_run):
         last = min(first + per_run, runs)
-        part = slice(int(bounds[k]), int(bounds[k + 1]))
+        part = slice(int(start[first]), int(start[last]))
         prefix = _stacked_prefix(
             shape, rects[part], counts[part], replicate[part] - first, last - first
         )
