@@ -1,8 +1,9 @@
 """``Release.to_pandas()`` with intervals on thousands of leaves, against the per-replicate path.
 
 Releases UG (a fixed 64 x 64 grid: 4,096 leaves) and HTF on a clustered synthetic 256 x 256 grid
-(200,000 points), and a census hierarchy (1 + 10 + 400 regions, sizes 1..10: 4,110 rows), then
-times in wall seconds, best of ``--repeat``:
+(200,000 points), a census hierarchy (1 + 10 + 400 regions, sizes 1..10: 4,110 rows) and, with
+``--large``, HTF on a 1024 x 1024 grid (300,000 points; ``--large-runs`` replicates, as each
+re-run of HTF there takes seconds), then times in wall seconds, best of ``--repeat``:
 
 - ``to_pandas()`` (the default ``trusted`` intervals: bounds for these kinds);
 - ``to_pandas(intervals="model")`` with the ``--runs`` bootstrap replicates already drawn (what a
@@ -35,6 +36,20 @@ def best(fn: Callable[[], Any], repeat: int) -> float:
         fn()
         times.append(time.perf_counter() - t)
     return min(times)
+
+
+def large_htf() -> Any:
+    from dpcube import Histogram
+    from dpcube.mechanisms.spatial._common import spatial_case_schema
+    from dpcube.mechanisms.spatial.htf import HTF
+
+    side = 1024
+    rng = np.random.default_rng(0)  # synthetic data
+    pts = np.clip(rng.normal(side / 2, side / 8, size=(300_000, 2)), 0, side - 1).astype(int)
+    grid = np.zeros((side, side), dtype=np.int64)
+    np.add.at(grid, (pts[:, 0], pts[:, 1]), 1)
+    hist = Histogram(spatial_case_schema(side, side), grid)
+    return HTF(0.1).release(hist, random_state=1, account=False)
 
 
 def releases() -> dict[str, Any]:
@@ -100,12 +115,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--large", action="store_true", help="also HTF on 1024 x 1024")
+    parser.add_argument("--large-runs", type=int, default=20)
     args = parser.parse_args(argv)
     print(
         f"{'release':12s} {'rows':>6s} {'trusted':>8s} {'model':>8s} {'model 1st':>10s} "
         f"{'baseline':>9s} {'floor':>7s} {'speed-up':>9s}"
     )
     ok = all([measure(n, r, args.runs, args.repeat) for n, r in releases().items()])
+    if args.large:
+        ok = measure("HTF 1024", large_htf(), args.large_runs, args.repeat) and ok
     print(f"seconds, best of {args.repeat}; {args.runs} replicates; same answers: {ok}")
     return 0 if ok else 1
 
