@@ -6,7 +6,8 @@
 that has one sets :attr:`Release.bound_reason` and overrides
 ``bound_interval_many(queries, level) -> (lower, upper, reasons)`` and ``bound_unavailable``;
 every hook this module calls is declared on :class:`~dpcube.release.base.Release`, with a
-default meaning "this kind has none". Bounds come from spatial partitions whose leaf counts are each their own noise draw,
+default meaning "this kind has none". Bounds come from spatial partitions whose leaf counts
+are each their own noise draw,
 :meth:`~dpcube.mechanisms.spatial.release.LeafRelease.bound_interval_many`; census releases from
 their noisy measurements before post-processing,
 :meth:`~dpcube.mechanisms.census.release.CensusRelease.bound_interval_many`; both from the exact
