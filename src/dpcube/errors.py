@@ -23,6 +23,14 @@ class DomainTooLargeError(SchemaError):
     """The domain has more cells than may be materialised as a dense array."""
 
 
+class ParameterError(DataError, ValueError):
+    """A mechanism parameter is unknown, of the wrong type or outside its declared domain."""
+
+
+class ResourceError(DPCubeError):
+    """A release would need more memory or work than this machine or the declared limits allow."""
+
+
 class BudgetError(DPCubeError):
     """A privacy parameter is invalid, or a release would overspend the data set's budget."""
 

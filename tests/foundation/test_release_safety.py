@@ -1,4 +1,4 @@
-"""Issue #11 parts 2, 3 and 5: saving never destroys what it did not write; everything that does
+"""Saving never destroys what it did not write; everything that does
 not depend on the noise is checked before the ledger is charged; releases are verified on load."""
 
 from __future__ import annotations
@@ -240,11 +240,12 @@ def test_an_epsilon_too_small_for_the_samplers_costs_nothing(tmp_path: Path, nam
         assert ledger.charges() == []
 
 
-#: Parameters each mechanism accepts in its constructor but can only reject against the data.
+#: Parameters inside their declared domains that only the data (schema) or the other
+#: parameters refuse: still before the charge.
 LATE_BAD_PARAMS: dict[str, dict[str, Any]] = {
-    "htf": {"height": 1000},
-    "kdtree": {"height": 1000},
-    "quadtree": {"height": 1000},
+    "htf": {"eps_level": 2.0},
+    "privelet-plus": {"plain_attributes": ["no_such_attribute"]},
+    "datacube": {"publish": "no_such_attribute"},
 }
 
 

@@ -277,7 +277,7 @@ def test_t18_childless_safety(shape: tuple[int, int], height: int) -> None:
 def test_t19_query_answering() -> None:
     F = _data()
     schema = spatial_case_schema(32, 32)
-    r = HTF(1.0, height=6, theta_count=-INF, theta_cells=0).release(
+    r = HTF(1.0, height=6, theta_count=0, theta_cells=0).release(
         Histogram(schema, F), random_state=NO_NOISE
     )
     for r0, r1, c0, c1 in r.rects[:50]:
@@ -356,7 +356,7 @@ def test_two_ordinal_attributes_and_bad_schemas() -> None:
         }
     )
     F = np.arange(32).reshape(8, 4)
-    r = HTF(1.0, height=6, theta_count=-INF, theta_cells=0).release(
+    r = HTF(1.0, height=6, theta_count=0, theta_cells=0).release(
         Histogram(s, F), random_state=NO_NOISE
     )
     assert r.answer({"x": [2, 5], "y": [1, 1]}) == pytest.approx(F[2:6, 1].sum())

@@ -1,11 +1,12 @@
-"""``--param key=value``: check each value against the type of the constructor's parameter.
+"""``--param key=value``: check each value against the parameter's declared domain.
 
 ``dpcube release --param`` values are parsed as JSON where they parse (``3``, ``[1, 2]``,
 ``true``) and kept as text otherwise; :func:`coerce_params` then checks each against the
-annotation of the mechanism's ``__init__`` and refuses a wrong type naming the parameter (an
-integer where a whole number is expected, ``true`` where a number is expected, text where a
-number is expected). Unannotated or ``Any`` parameters take any value; names the constructor does
-not have are left for the mechanism to refuse.
+mechanism's declaration of that parameter (:class:`dpcube.mechanisms.params.ParamSpec`: type,
+bounds, choices), the same check its constructor makes, and refuses a value outside it with one
+line naming the mechanism, the parameter, the value and the domain. A parameter a mechanism does
+not declare falls back to the annotation of its ``__init__`` (a wrong type is refused); names the
+constructor does not have are left for :meth:`Mechanism.check_cli_params` to refuse.
 """
 
 from __future__ import annotations
@@ -72,14 +73,21 @@ def _check(value: Any, allowed: list[Any]) -> tuple[bool, Any]:
 
 
 def coerce_params(cls: type, params: dict[str, Any]) -> dict[str, Any]:
-    """``params`` checked against ``cls.__init__``'s annotations (ints widened to float where a
-    float is expected, ``2.0`` narrowed to 2 where an integer is); :class:`UsageError` otherwise."""
+    """``params`` checked against ``cls``'s declared domains (ints widened to float where a
+    number is expected, ``2.0`` narrowed to 2 where an integer is;
+    :class:`~dpcube.errors.ParameterError` outside the domain), undeclared ones against
+    ``cls.__init__``'s annotations (:class:`UsageError` on a wrong type)."""
     try:
         hints = typing.get_type_hints(cls.__init__)  # type: ignore[misc]
     except Exception:
         hints = {}
+    specs_of = getattr(cls, "param_spec_map", None)
+    specs = specs_of() if callable(specs_of) else {}
     out: dict[str, Any] = {}
     for name, value in params.items():
+        if name in specs:
+            out[name] = specs[name].check(getattr(cls, "name", cls.__name__), value)
+            continue
         allowed = _allowed(hints[name]) if name in hints else None
         if allowed is None:
             out[name] = value
