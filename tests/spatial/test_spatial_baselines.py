@@ -301,11 +301,11 @@ def test_user_level_noise_scales_with_c() -> None:
 
 
 def test_kdtree_rejects_bad_parameters() -> None:
-    from dpcube.errors import BudgetError
+    from dpcube.errors import ParameterError
 
-    with pytest.raises(BudgetError):
+    with pytest.raises(ParameterError, match=r"kdtree: parameter median_share=1\.5 .* \(0, 1\)"):
         KDTree(1.0, median_share=1.5)
-    with pytest.raises(BudgetError):
+    with pytest.raises(ParameterError, match="'geometric', 'uniform'"):
         QuadTree(1.0, allocation="fancy")
     s = Schema.from_dict(
         {

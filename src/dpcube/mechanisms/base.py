@@ -402,12 +402,16 @@ class Mechanism(ABC):
         """
         return
 
-    def memory_estimate(self, data: Any) -> int:
-        """Peak bytes a release of ``data`` needs beyond its input: :attr:`bytes_per_cell` times
-        the cells of the domain, plus :data:`BASE_RELEASE_BYTES`."""
+    def materialised_cells(self, data: Any) -> float:
+        """The cells a release of ``data`` holds in memory: the whole domain by default; override
+        when the mechanism materialises less (a data cube's measured cuboids)."""
         schema = getattr(data, "schema", None)
-        cells = float(np.prod(schema.shape, dtype=np.float64)) if isinstance(schema, Schema) else 0
-        return int(cells * self.bytes_per_cell) + BASE_RELEASE_BYTES
+        return float(np.prod(schema.shape, dtype=np.float64)) if isinstance(schema, Schema) else 0.0
+
+    def memory_estimate(self, data: Any) -> float:
+        """Peak bytes a release of ``data`` needs beyond its input: :attr:`bytes_per_cell` times
+        :meth:`materialised_cells`, plus :data:`BASE_RELEASE_BYTES`."""
+        return self.materialised_cells(data) * self.bytes_per_cell + BASE_RELEASE_BYTES
 
     def check_resources(self, data: Any) -> None:
         """Refuse, before the charge, a release whose memory estimate (:meth:`memory_estimate`)
@@ -416,10 +420,9 @@ class Mechanism(ABC):
         need = self.memory_estimate(data)
         have = available_memory()
         if need > have:
-            schema = getattr(data, "schema", None)
-            cells = int(np.prod(schema.shape)) if isinstance(schema, Schema) else 0
+            cells = self.materialised_cells(data)
             raise ResourceError(
-                f"{self.name}: a release of this {cells:,}-cell domain needs about "
+                f"{self.name}: a release of these {cells:,.0f} cells needs about "
                 f"{need / 2**30:.2f} GiB of memory ({self.bytes_per_cell:g} bytes a cell, "
                 f"measured) but {have / 2**30:.2f} GiB is available; nothing was charged; use "
                 "coarser bins or fewer attributes, or free memory"

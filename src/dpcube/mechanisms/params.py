@@ -17,14 +17,27 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from dpcube.errors import ParameterError
 
 #: The kinds of value a parameter takes.
 KINDS = ("int", "float", "bool", "choice", "names", "text", "structured")
+
+
+_TYPE_NAMES: dict[type, str] = {
+    str: "text",
+    int: "an integer",
+    float: "a number",
+    list: "a list",
+    tuple: "a list",
+    dict: "a mapping",
+    Mapping: "a mapping",
+    Path: "a file path",
+}
 
 
 def _is_bool(value: Any) -> bool:
@@ -41,7 +54,8 @@ class ParamSpec:
     the mechanism checks against the schema before the charge: a workload, a strategy, a list of
     cuboids; only its meaning is declared here). ``low``/``high`` bound a number; ``low_open`` /
     ``high_open`` make a bound strict. ``optional``: ``None`` is accepted (it means the default
-    behaviour, e.g. a height chosen from the data). ``meaning``: one line a user reads.
+    behaviour, e.g. a height chosen from the data). ``accepts``: the types a ``structured`` value
+    may have. ``meaning``: one line a user reads.
     """
 
     name: str
@@ -53,6 +67,8 @@ class ParamSpec:
     high_open: bool = False
     choices: tuple[Any, ...] = ()
     optional: bool = False
+    #: ``structured`` only: the types of value accepted (and named in the domain); () for any.
+    accepts: tuple[type, ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -91,8 +107,11 @@ class ParamSpec:
             text = "distinct names (a list, or text separated by commas)"
         elif self.kind == "text":
             text = "non-empty text"
+        elif self.accepts:
+            kinds = " or ".join(dict.fromkeys(_TYPE_NAMES.get(t, t.__name__) for t in self.accepts))
+            text = f"{kinds}, checked against the schema"
         else:
-            text = "a value checked against the schema (see the meaning)"
+            text = "a value checked against the schema"
         return text + (", or null" if self.optional else "")
 
     # -- checking ----------------------------------------------------------------------------
@@ -157,6 +176,8 @@ class ParamSpec:
             if not isinstance(value, str) or not value.strip():
                 raise self.refuse(owner, value)
             return value
+        if self.accepts and (_is_bool(value) or not isinstance(value, self.accepts)):
+            raise self.refuse(owner, value, f"not {self.domain().split(',')[0]}")
         return value  # structured: checked against the schema by the mechanism
 
     def _check_names(self, owner: str, value: Any) -> Any:
@@ -182,7 +203,7 @@ class ParamSpec:
         """(values inside the domain, values outside it), the bounds and their neighbours first.
 
         >>> ParamSpec("a", "float", "share", low=0, high=1, low_open=True, high_open=True).examples()[1]
-        [0.0, 1.0, -1.0, 2.0, nan, inf, '0.5', True, None]
+        [0.0, -1.0, 1.0, 2.0, nan, inf, '0.5', True, None]
         """
         inside: list[Any] = []
         outside: list[Any] = []

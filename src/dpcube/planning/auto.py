@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, ClassVar
 
 from dpcube.errors import DataError, QueryError
 from dpcube.mechanisms.base import Mechanism, SensitivityClaim
+from dpcube.mechanisms.matrix.workloads import Workload
 from dpcube.mechanisms.params import ParamSpec
 from dpcube.privacy.ledger import BudgetLedger
 from dpcube.privacy.random import RandomSource
@@ -56,6 +58,7 @@ class AutoMechanism(Mechanism):
             "structured",
             "the workload to choose for (required): allrange, marginals:2, upto:2 or a query file",
             optional=True,
+            accepts=(str, Path, list, Workload),
         ),
         ParamSpec(
             "mechanisms",

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -238,17 +239,21 @@ class MatrixMechanism(Mechanism):
     """
 
     name = "matrix"
+    #: Peak memory of a release per cell: 43 to 101 bytes measured with the identity strategy (tracemalloc, 2**16 to 2**20 cells), x1.5.
+    bytes_per_cell = 160.0
     param_specs: ClassVar[tuple[ParamSpec, ...]] = (
         ParamSpec(
             "strategy",
             "structured",
             "the strategy: " + ", ".join(STRATEGIES) + ", or a strategy spec",
+            accepts=(str, Mapping, Strategy),
         ),
         ParamSpec(
             "workload",
             "structured",
             "the workload the strategy is chosen for (a spec like allrange, or a query file)",
             optional=True,
+            accepts=(str, Path, list, Workload),
         ),
         ParamSpec(
             "noise",
