@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from dpcube import progress, registry
-from dpcube.cli.params import coerce_params
+from dpcube.cli.params import bootstrap_runs, coerce_params, query_runs
 from dpcube.errors import DPCubeError, QueryError, UsageError, library_error_line
 
 
@@ -590,7 +590,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--total-delta", type=float, default=0.0)
     p.add_argument(
         "--bootstrap-runs",
-        type=int,
+        type=bootstrap_runs,
         default=None,
         metavar="N",
         help="for releases whose error is a bootstrap (spatial trees, census, non-linear cubes): "
@@ -629,7 +629,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--runs",
-        type=int,
+        type=query_runs,
         default=None,
         help="bootstrap replicates for releases whose error is estimated by re-running the "
         "mechanism on the release (default: those stored with the release, else 200; at least "

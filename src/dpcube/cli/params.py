@@ -11,12 +11,13 @@ constructor does not have are left for :meth:`Mechanism.check_cli_params` to ref
 
 from __future__ import annotations
 
+import argparse
 import collections.abc
 import types
 import typing
 from typing import Any
 
-from dpcube.errors import UsageError
+from dpcube.errors import DPCubeError, UsageError
 
 _NAMES = {int: "an integer", float: "a number", str: "text", bool: "true or false"}
 
@@ -109,4 +110,34 @@ def coerce_params(cls: type, params: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-__all__ = ["coerce_params"]
+def bootstrap_runs(text: str) -> int:
+    """``--bootstrap-runs N``: 0 (store none) or a number of replicates the bootstrap allows
+    (:func:`dpcube.release.uncertainty.check_runs`), refused while the command line is parsed,
+    before anything is counted or charged."""
+    from dpcube.release.uncertainty import check_runs
+
+    try:
+        runs = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if runs == 0:
+        return 0
+    try:
+        return check_runs(runs)
+    except DPCubeError as exc:
+        raise argparse.ArgumentTypeError(f"{exc} (or 0 to store none)") from None
+
+
+def query_runs(text: str) -> int:
+    """``--runs N``: a number of replicates the bootstrap allows."""
+    from dpcube.release.uncertainty import check_runs
+
+    try:
+        return check_runs(int(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    except DPCubeError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+__all__ = ["bootstrap_runs", "coerce_params", "query_runs"]
