@@ -1,4 +1,4 @@
-"""The empirical privacy audit (issue #17): it catches broken mechanisms and passes every registered
+"""The empirical privacy audit: it catches broken mechanisms and passes every registered
 one.
 
 Every audit here is seeded (the noise streams of the releases are reproducible), so each outcome is

@@ -474,7 +474,7 @@ def test_clip_policy_matches_the_histogram_engine() -> None:
 
 
 def test_cube_source_out_of_domain_counts_every_cause_and_hides_values(tmp_path: Path) -> None:
-    """Issue #13 part 6 on the GROUPING SETS path: every cause of every column is counted, the
+    """On the GROUPING SETS path: every cause of every column is counted, the
     distinct rows concerned are totalled, and raw values appear only with show_values."""
     frame = pd.DataFrame({"age": [5, 200, 300, -4, 7, 8], "city": ["a", "a", "zz", "b", None, "b"]})
     schema = Schema.from_dict(
@@ -527,7 +527,7 @@ def test_cube_intervals_are_exact_when_the_estimate_is_linear() -> None:
 
 # -- spec 8.4: cuboids that were not published, derived online from the published ones -------------
 def test_derive_cuboid_rolls_up_the_least_noisy_published_superset() -> None:
-    """Issue #16: a cuboid not published is summed from a published superset, with its variance
+    """A cuboid not published is summed from a published superset, with its variance
     and the source named; noiseless it equals the exact marginal."""
     rng = np.random.default_rng(84)
     hist = Histogram(EX21, rng.integers(0, 9, size=EX21.shape))

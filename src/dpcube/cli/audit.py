@@ -1,4 +1,4 @@
-"""``dpcube audit``: an empirical lower bound on the epsilon a mechanism spends (issue #17).
+"""``dpcube audit``: an empirical lower bound on the epsilon a mechanism spends.
 
 ``dpcube audit --mechanism NAME [--param KEY=VALUE ...] [--epsilon E]`` audits the configuration
 one is about to publish with, on synthetic neighbouring inputs (the schema of the mechanism's first

@@ -40,6 +40,15 @@ _TYPE_NAMES: dict[type, str] = {
 }
 
 
+def _number(x: float) -> str:
+    """A bound as written: whole numbers in full (``1000000``, not ``1e+06``).
+
+    >>> _number(1e6), _number(0.5), _number(2**40)
+    ('1000000', '0.5', '1099511627776')
+    """
+    return str(int(x)) if float(x).is_integer() and abs(x) < 2**63 else f"{x:g}"
+
+
 def _is_bool(value: Any) -> bool:
     return isinstance(value, bool) or type(value).__name__ == "bool_"
 
@@ -80,11 +89,12 @@ class ParamSpec:
     def _bounds(self) -> str:
         low, high = self.low, self.high
         if low is not None and high is not None:
-            return f" in {'(' if self.low_open else '['}{low:g}, {high:g}{')' if self.high_open else ']'}"
+            left, right = "(" if self.low_open else "[", ")" if self.high_open else "]"
+            return f" in {left}{_number(low)}, {_number(high)}{right}"
         if low is not None:
-            return f" {'>' if self.low_open else '>='} {low:g}"
+            return f" {'>' if self.low_open else '>='} {_number(low)}"
         if high is not None:
-            return f" {'<' if self.high_open else '<='} {high:g}"
+            return f" {'<' if self.high_open else '<='} {_number(high)}"
         return ""
 
     def domain(self) -> str:
@@ -108,7 +118,9 @@ class ParamSpec:
         elif self.kind == "text":
             text = "non-empty text"
         elif self.accepts:
-            kinds = " or ".join(dict.fromkeys(_TYPE_NAMES.get(t, t.__name__) for t in self.accepts))
+            kinds = " or ".join(
+                dict.fromkeys(_TYPE_NAMES.get(t, f"a {t.__name__}") for t in self.accepts)
+            )
             text = f"{kinds}, checked against the schema"
         else:
             text = "a value checked against the schema"

@@ -1,6 +1,6 @@
 """Honest uncertainty for every answer: the exact noise sd, a parametric bootstrap, or "none".
 
-Two kinds of release answers (issue #13 part 3):
+Two kinds of release answers:
 
 - **exact** (``kind="exact"``): the noise is linear and the estimator unbiased (Identity,
   Privelet, the matrix mechanism, data cubes without clamping or rounding). The answer's error is

@@ -91,7 +91,7 @@ def aligned_edges(n: int, m: float, minimum: int = 1) -> IntArray:
 
     The data are already binned on an ``n``-cell axis, so a grid whose cells straddle uneven
     numbers of domain cells (207 bins over 256 cells: widths 1 and 2) adds uniformity error even
-    without noise (issue #16). The grid size is the divisor d of n nearest to m in ratio (capped
+    without noise. The grid size is the divisor d of n nearest to m in ratio (capped
     at n, the domain's own resolution), each bin n/d cells wide; where no divisor lies within a
     factor 2 of m (n prime, say) the near-equal bins of :func:`grid_edges` are kept. Only
     divisors of at least ``minimum`` (capped at n) are considered (AG's m1 >= 10).
