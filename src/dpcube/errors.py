@@ -27,6 +27,14 @@ class ParameterError(DataError, ValueError):
     """A mechanism parameter is unknown, of the wrong type or outside its declared domain."""
 
 
+class SpentBudgetError(DPCubeError):
+    """A release failed after its budget was charged: the budget is spent, nothing was released.
+
+    Every check that does not depend on the noise runs before the charge, so this means a bug or
+    an outside failure (memory taken by another process); the original exception is the cause.
+    """
+
+
 class ResourceError(DPCubeError):
     """A release would need more memory or work than this machine or the declared limits allow."""
 

@@ -359,3 +359,23 @@ def test_the_memory_estimate_covers_the_measured_peak(name: str) -> None:
         tracemalloc.stop()
     cells = mechanism.materialised_cells(data)
     assert peak <= mechanism.bytes_per_cell * cells, (name, peak / cells)
+
+
+def test_a_failure_after_the_charge_says_the_budget_was_spent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dpcube.errors import SpentBudgetError
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise MemoryError("out of memory\nsecond line")
+
+    monkeypatch.setattr(Identity, "_release", broken)
+    _, params, data = case_input(Identity)
+    ledger = ledger_at(tmp_path, "identity")
+    with pytest.raises(SpentBudgetError) as failure:
+        Identity(**params).release(data, random_state=1, ledger=ledger)
+    line = str(failure.value)
+    assert "\n" not in line
+    assert "failed after its budget was charged (epsilon=1)" in line
+    assert "nothing was released or written: MemoryError: out of memory" in line
+    assert len(ledger.charges()) == 1

@@ -11,7 +11,6 @@ constructor does not have are left for :meth:`Mechanism.check_cli_params` to ref
 
 from __future__ import annotations
 
-import argparse
 import collections.abc
 import types
 import typing
@@ -113,19 +112,17 @@ def coerce_params(cls: type, params: dict[str, Any]) -> dict[str, Any]:
 def bootstrap_runs(text: str) -> int:
     """``--bootstrap-runs N``: 0 (store none) or a number of replicates the bootstrap allows
     (:func:`dpcube.release.uncertainty.check_runs`), refused while the command line is parsed,
-    before anything is counted or charged."""
+    before anything is counted or charged (a :class:`UsageError`: one line, exit 2)."""
     from dpcube.release.uncertainty import check_runs
 
     try:
         runs = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if runs == 0:
-        return 0
-    try:
-        return check_runs(runs)
-    except DPCubeError as exc:
-        raise argparse.ArgumentTypeError(f"{exc} (or 0 to store none)") from None
+        return 0 if runs == 0 else check_runs(runs)
+    except (ValueError, DPCubeError) as exc:
+        raise UsageError(
+            f"--bootstrap-runs must be 0 (store none) or a number of replicates the bootstrap "
+            f"allows: {exc}"
+        ) from None
 
 
 def query_runs(text: str) -> int:
@@ -134,10 +131,8 @@ def query_runs(text: str) -> int:
 
     try:
         return check_runs(int(text))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    except DPCubeError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    except (ValueError, DPCubeError) as exc:
+        raise UsageError(f"--runs {text}: {exc}") from None
 
 
 __all__ = ["bootstrap_runs", "coerce_params", "query_runs"]

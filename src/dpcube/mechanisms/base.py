@@ -44,7 +44,14 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcube.errors import BudgetError, DataError, ParameterError, ResourceError, UsageError
+from dpcube.errors import (
+    BudgetError,
+    DataError,
+    ParameterError,
+    ResourceError,
+    SpentBudgetError,
+    UsageError,
+)
 from dpcube.histogram import Histogram
 from dpcube.mechanisms.params import ParamSpec, specs_by_name
 from dpcube.privacy.accounting import charge_release
@@ -386,7 +393,15 @@ class Mechanism(ABC):
             seeded=source.seeded or source.noiseless,
             origin=data,
         )
-        release = self._release(prepared, source, metadata)
+        try:
+            release = self._release(prepared, source, metadata)
+        except Exception as exc:
+            spent = "charged" if account else "not charged (account=False)"
+            raise SpentBudgetError(
+                f"{self.name}: the release failed after its budget was {spent} "
+                f"(epsilon={self.epsilon:g}); nothing was released or written: "
+                f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            ) from exc
         # Exact diagnostics of the input (rows, dropped, clipped, users...): for the curator only,
         # never saved with the release (see Release.curator_log).
         log = dict(getattr(prepared, "report", {}) or {})
