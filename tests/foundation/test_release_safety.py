@@ -379,3 +379,15 @@ def test_a_failure_after_the_charge_says_the_budget_was_spent(
     assert "failed after its budget was charged (epsilon=1)" in line
     assert "nothing was released or written: MemoryError: out of memory" in line
     assert len(ledger.charges()) == 1
+
+
+@pytest.mark.parametrize("name", sorted(registry.MECHANISMS))
+def test_an_unknown_keyword_is_one_line_naming_the_parameters(name: str) -> None:
+    from dpcube.errors import ParameterError
+
+    cls = registry.resolve(registry.MECHANISMS, name, "mechanism")
+    with pytest.raises(ParameterError) as refused:
+        cls(1.0, no_such_thing=1)
+    line = str(refused.value)
+    assert line.startswith(f"{name}: ") and "'no_such_thing'" in line and "\n" not in line
+    assert line.endswith("parameters: " + (", ".join(cls.accepted_params()) or "none"))

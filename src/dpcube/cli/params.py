@@ -86,7 +86,8 @@ def coerce_params(cls: type, params: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, value in params.items():
         if name in specs:
-            out[name] = specs[name].check(getattr(cls, "name", cls.__name__), value)
+            owner = getattr(cls, "name", cls.__name__)
+            out[name] = specs[name].check(owner, value, flag=f"--param {name}")
             continue
         allowed = _allowed(hints[name]) if name in hints else None
         if allowed is None:

@@ -127,13 +127,16 @@ class ParamSpec:
         return text + (", or null" if self.optional else "")
 
     # -- checking ----------------------------------------------------------------------------
-    def refuse(self, owner: str, value: Any, why: str = "") -> ParameterError:
+    def refuse(self, owner: str, value: Any, why: str = "", flag: str = "") -> ParameterError:
+        """The one-line refusal: ``owner: parameter NAME=VALUE is outside its domain ...``
+        (``flag`` replaces ``parameter NAME``, e.g. ``--param NAME`` on the command line)."""
         shown = repr(value)
         if len(shown) > 60:
             shown = shown[:57] + "..."
         reason = f" ({why})" if why else ""
         return ParameterError(
-            f"{owner}: parameter {self.name}={shown} is outside its domain{reason}: expected "
+            f"{owner}: {flag or 'parameter ' + self.name}={shown} is outside its domain{reason}: "
+            "expected "
             f"{self.domain()} ({self.meaning})"
         )
 
@@ -142,9 +145,10 @@ class ParamSpec:
             return False
         return not (self.high is not None and (x >= self.high if self.high_open else x > self.high))
 
-    def check(self, owner: str, value: Any) -> Any:
+    def check(self, owner: str, value: Any, flag: str = "") -> Any:
         """``value`` converted to the declared kind (``2.0`` to 2 for an integer, ``3`` to 3.0 for
-        a number, a numpy scalar to a Python one), or :class:`ParameterError` naming ``owner``.
+        a number, a numpy scalar to a Python one), or :class:`ParameterError` naming ``owner``
+        (and ``flag``, see :meth:`refuse`).
 
         >>> ParamSpec("c", "float", "the UG constant", low=0, low_open=True).check("ug", -1)
         Traceback (most recent call last):
@@ -154,25 +158,25 @@ class ParamSpec:
         if value is None:
             if self.optional:
                 return None
-            raise self.refuse(owner, value, "null is not allowed")
+            raise self.refuse(owner, value, "null is not allowed", flag)
         if self.kind in ("int", "float"):
             if _is_bool(value) or not isinstance(value, numbers.Real):
-                raise self.refuse(owner, value, "not a number")
+                raise self.refuse(owner, value, "not a number", flag)
             x = float(value)
             if not math.isfinite(x):
-                raise self.refuse(owner, value, "not finite")
+                raise self.refuse(owner, value, "not finite", flag)
             if self.kind == "int":
                 if not x.is_integer():
-                    raise self.refuse(owner, value, "not a whole number")
+                    raise self.refuse(owner, value, "not a whole number", flag)
                 converted: Any = int(value) if isinstance(value, numbers.Integral) else int(x)
             else:
                 converted = x
             if not self._in_bounds(x):
-                raise self.refuse(owner, value)
+                raise self.refuse(owner, value, flag=flag)
             return converted
         if self.kind == "bool":
             if not _is_bool(value):
-                raise self.refuse(owner, value, "not true or false")
+                raise self.refuse(owner, value, "not true or false", flag)
             return bool(value)
         if self.kind == "choice":
             if (
@@ -181,18 +185,18 @@ class ParamSpec:
                 and value in self.choices
             ):
                 return value
-            raise self.refuse(owner, value)
+            raise self.refuse(owner, value, flag=flag)
         if self.kind == "names":
-            return self._check_names(owner, value)
+            return self._check_names(owner, value, flag)
         if self.kind == "text":
             if not isinstance(value, str) or not value.strip():
-                raise self.refuse(owner, value)
+                raise self.refuse(owner, value, flag=flag)
             return value
         if self.accepts and (_is_bool(value) or not isinstance(value, self.accepts)):
-            raise self.refuse(owner, value, f"not {self.domain().split(',')[0]}")
+            raise self.refuse(owner, value, f"not {self.domain().split(',')[0]}", flag)
         return value  # structured: checked against the schema by the mechanism
 
-    def _check_names(self, owner: str, value: Any) -> Any:
+    def _check_names(self, owner: str, value: Any, flag: str = "") -> Any:
         if isinstance(value, str):
             items: list[Any] = [v.strip() for v in value.split(",")]
             if value.strip() == "":
@@ -200,13 +204,13 @@ class ParamSpec:
         elif isinstance(value, Sequence) and not isinstance(value, bytes):
             items = list(value)
         else:
-            raise self.refuse(owner, value, "not a list of names")
+            raise self.refuse(owner, value, "not a list of names", flag)
         seen: set[str] = set()
         for item in items:
             if not isinstance(item, str) or not item.strip():
-                raise self.refuse(owner, value, f"{item!r} is not a name")
+                raise self.refuse(owner, value, f"{item!r} is not a name", flag)
             if item in seen:
-                raise self.refuse(owner, value, f"{item!r} is named twice")
+                raise self.refuse(owner, value, f"{item!r} is named twice", flag)
             seen.add(item)
         return value
 

@@ -23,7 +23,7 @@ outside it is refused with one line naming the mechanism, the parameter, the val
 before anything is counted or charged:
 
 ```text
-error: ug: parameter c=-1 is outside its domain: expected a number > 0 (the constant of m = ceil(sqrt(N eps / c)))
+error: ug: --param c=-1 is outside its domain: expected a number > 0 (the constant of m = ceil(sqrt(N eps / c)))
 ```
 
 "Null" means the parameter may be left unset (`--param height=null`, or `None` in Python) for the
