@@ -275,6 +275,11 @@ def parse_publish(publish: object, names: Sequence[str]) -> list[int]:
         for group in publish:
             if isinstance(group, str):
                 group = [group]
+            if not isinstance(group, Sequence) or not all(isinstance(n, str) for n in group):
+                raise QueryError(
+                    f"publish lists {group!r}; each cuboid is a list of attribute names, "
+                    "e.g. [['a', 'b'], ['c']]"
+                )
             mask = 0
             for name in group:
                 if name not in names:

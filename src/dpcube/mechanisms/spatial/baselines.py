@@ -483,6 +483,16 @@ class KDTree(_CountTree):
     def _count_budget(self) -> float:
         return (1 - self.median_share) * (self.epsilon - self._spent_on_height())
 
+    def validate(self, data: Histogram) -> None:
+        """The counts' shares and each level's median share are representable."""
+        super().validate(data)
+        levels = self.height if self.height is not None else MAX_FORCED_HEIGHT
+        self.check_share(
+            f"median_share={self.median_share:g} over {levels} levels",
+            self.median_share * (self.epsilon - self._spent_on_height()) / levels,
+            2.0,
+        )
+
     def point_claims(self, schema: Schema) -> list[SensitivityClaim]:
         rows, cols = grid_shape(schema)
         claims = [_cells_claim("node counts (any tiling)")]
