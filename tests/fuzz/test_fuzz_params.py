@@ -182,6 +182,11 @@ FOUND: list[tuple[str, dict[str, Any]]] = [
     ("census-hierarchy", {"qp_time_limit": 0.0}),
     ("matrix", {"branching": 1}),
     ("identity", {"noise": "cauchy"}),
+    # found by the property itself
+    ("kdtree", {"median_share": 1e-21}),
+    ("datacube", {"publish": [1, 2]}),
+    ("htf", {"eps_level": 1e-300}),
+    ("privtree", {"tree_share": 1e-300}),
 ]
 
 
