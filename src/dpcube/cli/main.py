@@ -595,7 +595,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         metavar="N",
         help="for releases whose error is a bootstrap (spatial trees, census, non-linear cubes): "
         "store N replicates with the release so that queries answer without re-running the "
-        "mechanism (default 100; 0 stores none; post-processing, no budget spent)",
+        "mechanism (default 100; 0 stores none; at most 5000; post-processing, no budget spent)",
     )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument(

@@ -114,7 +114,7 @@ DEFAULT_BYTES_PER_CELL = 80.0
 BASE_RELEASE_BYTES = 64 << 20
 
 
-def _checked_init(cls: type[Mechanism], init: Callable[..., None]) -> Callable[..., None]:
+def _checked_init(init: Callable[..., None]) -> Callable[..., None]:
     """``init`` preceded by the check of every argument that has a :class:`ParamSpec`."""
     signature = inspect.signature(init)
 
@@ -188,7 +188,7 @@ class Mechanism(ABC):
         super().__init_subclass__(**kwargs)
         init = cls.__dict__.get("__init__")
         if init is not None and not init.__dict__.get("_checks_params"):
-            cls.__init__ = _checked_init(cls, init)  # type: ignore[method-assign]
+            cls.__init__ = _checked_init(init)  # type: ignore[method-assign]
 
     @classmethod
     def param_spec_map(cls) -> dict[str, ParamSpec]:
