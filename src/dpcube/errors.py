@@ -23,6 +23,22 @@ class DomainTooLargeError(SchemaError):
     """The domain has more cells than may be materialised as a dense array."""
 
 
+class ParameterError(DataError, ValueError):
+    """A mechanism parameter is unknown, of the wrong type or outside its declared domain."""
+
+
+class SpentBudgetError(DPCubeError):
+    """A release failed after its budget was charged: the budget is spent, nothing was released.
+
+    Every check that does not depend on the noise runs before the charge, so this means a bug or
+    an outside failure (memory taken by another process); the original exception is the cause.
+    """
+
+
+class ResourceError(DPCubeError):
+    """A release would need more memory or work than this machine or the declared limits allow."""
+
+
 class BudgetError(DPCubeError):
     """A privacy parameter is invalid, or a release would overspend the data set's budget."""
 

@@ -1,5 +1,5 @@
 """``dpcube release`` checks everything before it charges; ``dpcube query`` warns on releases that
-are not for publication (issue #11 parts 2, 3 and 5)."""
+are not for publication."""
 
 from __future__ import annotations
 
@@ -120,6 +120,17 @@ def test_overwrite_is_needed_to_replace_a_release(
     [
         (["--param", "levls=3"], "--param levls: identity has no such parameter"),
         (["--epsilon", "1e-300"], "too small"),
+        (["--param", "noise=cauchy"], "identity: --param noise='cauchy' is outside its domain"),
+        (["--mechanism", "ug", "--param", "c=-1"], "ug: --param c=-1 is outside its domain"),
+        (["--mechanism", "ug", "--param", "c=0"], "expected a number > 0"),
+        (["--mechanism", "ug", "--param", "grid_size=0"], "--param grid_size=0"),
+        (["--mechanism", "htf", "--param", "c0=0"], "htf: --param c0=0"),
+        (["--mechanism", "htf", "--param", "T=1000000000"], "an integer in [1, 63]"),
+        (["--mechanism", "htf", "--param", "T=0"], "htf: --param T=0"),
+        (["--mechanism", "datacube", "--param", "theta0=-1"], "datacube: --param theta0=-1"),
+        (["--mechanism", "datacube", "--param", "publish=k=0"], "publish k=0 must be between 1"),
+        (["--mechanism", "datacube", "--param", "publish=sex,sex"], "'sex' twice"),
+        (["--mechanism", "privelet-plus", "--param", "plain_attributes=sex,sex"], "named twice"),
     ],
 )
 def test_refused_before_the_charge(
@@ -132,6 +143,18 @@ def test_refused_before_the_charge(
     data, schema = dataset
     code, _, err = run(capsys, *release(data, schema, tmp_path / "rel"), *extra)
     assert code == 2 and message in err and err.count("\n") == 1
+    assert spent(capsys, data) == 0
+    assert not (tmp_path / "rel").exists()
+
+
+def test_too_many_bootstrap_runs_are_refused_while_parsing(
+    dataset: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data, schema = dataset
+    argv = [*release(data, schema, tmp_path / "rel"), "--mechanism", "kdtree"]
+    code, _, err = run(capsys, *argv, "--bootstrap-runs", "100000000")
+    assert code == 2 and err.count("\n") == 1
+    assert "more than the 5000 allowed" in err
     assert spent(capsys, data) == 0
     assert not (tmp_path / "rel").exists()
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from dpcube import Histogram
-from dpcube.errors import BudgetError, SchemaError
+from dpcube.errors import BudgetError, ParameterError, SchemaError
 from dpcube.mechanisms.spatial import HTF, LeafRelease
 from dpcube.mechanisms.spatial._common import (
     COL,
@@ -172,8 +172,14 @@ def test_t16_global_ledger_and_negative_data_budget() -> None:
     np.testing.assert_allclose(r.budget_paths, 0.5, rtol=1e-12)
     big = np.zeros((64, 64), dtype=np.int64)
     big[10:20, 10:20] = 35_000
+    # The data asks for h = 11, whose partition (11 x 1e-3) leaves no data budget: the height is
+    # lowered to the tallest tree with a data budget (9) instead of failing after the charge.
+    low = HTF(0.01, eps_level=1e-3).release(
+        Histogram(spatial_case_schema(64, 64), big), random_state=NO_NOISE
+    )
+    assert low.metadata.noise["height"] == 9 and low.metadata.noise["eps_data"] > 0
     with pytest.raises(BudgetError, match="no data budget"):
-        HTF(0.01, eps_level=1e-3).release(
+        HTF(0.01, eps_level=1e-3, height=10).release(
             Histogram(spatial_case_schema(64, 64), big), random_state=NO_NOISE
         )
     assert tree_height(3_500_000, 0.01) == 11
@@ -277,7 +283,7 @@ def test_t18_childless_safety(shape: tuple[int, int], height: int) -> None:
 def test_t19_query_answering() -> None:
     F = _data()
     schema = spatial_case_schema(32, 32)
-    r = HTF(1.0, height=6, theta_count=-INF, theta_cells=0).release(
+    r = HTF(1.0, height=6, theta_count=0, theta_cells=0).release(
         Histogram(schema, F), random_state=NO_NOISE
     )
     for r0, r1, c0, c1 in r.rects[:50]:
@@ -356,7 +362,7 @@ def test_two_ordinal_attributes_and_bad_schemas() -> None:
         }
     )
     F = np.arange(32).reshape(8, 4)
-    r = HTF(1.0, height=6, theta_count=-INF, theta_cells=0).release(
+    r = HTF(1.0, height=6, theta_count=0, theta_cells=0).release(
         Histogram(s, F), random_state=NO_NOISE
     )
     assert r.answer({"x": [2, 5], "y": [1, 1]}) == pytest.approx(F[2:6, 1].sum())
@@ -365,7 +371,7 @@ def test_two_ordinal_attributes_and_bad_schemas() -> None:
     )
     with pytest.raises(SchemaError, match="one spatial attribute or two ordinal"):
         HTF(1.0).release(Histogram(bad, np.ones(8)), random_state=1)
-    with pytest.raises(BudgetError):
+    with pytest.raises(ParameterError, match="htf: parameter even_axis='z' is outside its domain"):
         HTF(1.0, even_axis="z")
 
 

@@ -1,4 +1,4 @@
-"""``dpcube audit``: an empirical lower bound on the epsilon a mechanism spends (issue #17).
+"""``dpcube audit``: an empirical lower bound on the epsilon a mechanism spends.
 
 ``dpcube audit --mechanism NAME [--param KEY=VALUE ...] [--epsilon E]`` audits the configuration
 one is about to publish with, on synthetic neighbouring inputs (the schema of the mechanism's first
@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from dpcube import registry
-from dpcube.errors import DataError, UsageError
+from dpcube.errors import DataError, DPCubeError, UsageError
 from dpcube.schema import Schema
 
 #: Largest --schema (cells) an audit accepts: every release is repeated thousands of times.
@@ -40,6 +40,13 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--param", action="append", default=[], metavar="KEY=VALUE", help="mechanism parameter"
+    )
+    p.add_argument(
+        "--sweep",
+        action="store_true",
+        help="with --mechanism: audit it at every value inside each parameter's declared domain "
+        "that the declaration lists (bounds, a middle value, each choice), one parameter at a "
+        "time; configurations the mechanism refuses are reported and skipped",
     )
     p.add_argument("--epsilon", type=float, default=None, help="claimed epsilon (default 1)")
     p.add_argument("--delta", type=float, default=None, help="delta (Gaussian noise)")
@@ -78,6 +85,7 @@ def _check(args: argparse.Namespace) -> None:
                 ("--delta", args.delta),
                 ("--neighbour", args.neighbour),
                 ("--schema", args.schema),
+                ("--sweep", args.sweep),
             )
             if value
         ]
@@ -132,24 +140,33 @@ def handler(args: argparse.Namespace) -> int:
                 f"--schema {args.schema}: {schema.size} cells; the audit repeats each release "
                 f"thousands of times, use a schema of at most {_MAX_SCHEMA_CELLS} cells"
             )
-        try:
-            found = A.audit_configuration(
-                args.mechanism,
-                params,
-                epsilon,
-                delta=args.delta,
-                neighbours=neighbours,
-                schema=schema,
-                runs=args.runs,
-                confidence=args.confidence,
-                seed=args.seed,
-            )
-        except (TypeError, ValueError) as exc:
-            accepted = ", ".join(cls.accepted_params()) or "none"
-            raise DataError(
-                f"--param: {args.mechanism} refused its parameters ({exc}); accepted: {accepted}"
-            ) from None
-        emit(found)
+        sweep = A.parameter_sweep(args.mechanism, params) if args.sweep else [params]
+        for configuration in sweep:
+            try:
+                found = A.audit_configuration(
+                    args.mechanism,
+                    configuration,
+                    epsilon,
+                    delta=args.delta,
+                    neighbours=neighbours,
+                    schema=schema,
+                    runs=args.runs,
+                    confidence=args.confidence,
+                    seed=args.seed,
+                )
+            except DPCubeError as exc:
+                if not args.sweep:
+                    raise
+                print(f"skipped {args.mechanism} {configuration}: {exc}", file=sys.stderr)
+                continue
+            except (TypeError, ValueError) as exc:
+                accepted = ", ".join(cls.accepted_params()) or "none"
+                raise DataError(
+                    f"--param: {args.mechanism} refused its parameters ({exc}); accepted: {accepted}"
+                ) from None
+            emit(found)
+        if not results:
+            raise DataError(f"--sweep: {args.mechanism} refused every configuration")
     worst = max(results, key=lambda r: r.lower_bound - r.claimed)
     violation = any(r.violation for r in results)
     if args.json:

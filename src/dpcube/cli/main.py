@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dpcube import progress, registry
-from dpcube.cli.params import coerce_params
+from dpcube.cli.params import bootstrap_runs, coerce_params, query_runs
 from dpcube.errors import DPCubeError, QueryError, UsageError, library_error_line
 
 if TYPE_CHECKING:
@@ -765,12 +765,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--bootstrap-runs",
-        type=int,
+        type=bootstrap_runs,
         default=None,
         metavar="N",
         help="for releases whose error is a bootstrap (spatial trees, census, non-linear cubes): "
         "store N replicates with the release so that queries answer without re-running the "
-        "mechanism (default 100; 0 stores none; post-processing, no budget spent)",
+        "mechanism (default 100; 0 stores none; at most 5000; post-processing, no budget spent)",
     )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument(
@@ -804,7 +804,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--runs",
-        type=int,
+        type=query_runs,
         default=None,
         help="bootstrap replicates for releases whose error is estimated by re-running the "
         "mechanism on the release (default: those stored with the release, else 200; at least "

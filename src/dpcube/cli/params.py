@@ -1,11 +1,12 @@
-"""``--param key=value``: check each value against the type of the constructor's parameter.
+"""``--param key=value``: check each value against the parameter's declared domain.
 
 ``dpcube release --param`` values are parsed as JSON where they parse (``3``, ``[1, 2]``,
 ``true``) and kept as text otherwise; :func:`coerce_params` then checks each against the
-annotation of the mechanism's ``__init__`` and refuses a wrong type naming the parameter (an
-integer where a whole number is expected, ``true`` where a number is expected, text where a
-number is expected). Unannotated or ``Any`` parameters take any value; names the constructor does
-not have are left for the mechanism to refuse.
+mechanism's declaration of that parameter (:class:`dpcube.mechanisms.params.ParamSpec`: type,
+bounds, choices), the same check its constructor makes, and refuses a value outside it with one
+line naming the mechanism, the parameter, the value and the domain. A parameter a mechanism does
+not declare falls back to the annotation of its ``__init__`` (a wrong type is refused); names the
+constructor does not have are left for :meth:`Mechanism.check_cli_params` to refuse.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import types
 import typing
 from typing import Any
 
-from dpcube.errors import UsageError
+from dpcube.errors import DPCubeError, UsageError
 
 _NAMES = {int: "an integer", float: "a number", str: "text", bool: "true or false"}
 
@@ -72,14 +73,22 @@ def _check(value: Any, allowed: list[Any]) -> tuple[bool, Any]:
 
 
 def coerce_params(cls: type, params: dict[str, Any]) -> dict[str, Any]:
-    """``params`` checked against ``cls.__init__``'s annotations (ints widened to float where a
-    float is expected, ``2.0`` narrowed to 2 where an integer is); :class:`UsageError` otherwise."""
+    """``params`` checked against ``cls``'s declared domains (ints widened to float where a
+    number is expected, ``2.0`` narrowed to 2 where an integer is;
+    :class:`~dpcube.errors.ParameterError` outside the domain), undeclared ones against
+    ``cls.__init__``'s annotations (:class:`UsageError` on a wrong type)."""
     try:
         hints = typing.get_type_hints(cls.__init__)  # type: ignore[misc]
     except Exception:
         hints = {}
+    specs_of = getattr(cls, "param_spec_map", None)
+    specs = specs_of() if callable(specs_of) else {}
     out: dict[str, Any] = {}
     for name, value in params.items():
+        if name in specs:
+            owner = getattr(cls, "name", cls.__name__)
+            out[name] = specs[name].check(owner, value, flag=f"--param {name}")
+            continue
         allowed = _allowed(hints[name]) if name in hints else None
         if allowed is None:
             out[name] = value
@@ -101,4 +110,30 @@ def coerce_params(cls: type, params: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-__all__ = ["coerce_params"]
+def bootstrap_runs(text: str) -> int:
+    """``--bootstrap-runs N``: 0 (store none) or a number of replicates the bootstrap allows
+    (:func:`dpcube.release.uncertainty.check_runs`), refused while the command line is parsed,
+    before anything is counted or charged (a :class:`UsageError`: one line, exit 2)."""
+    from dpcube.release.uncertainty import check_runs
+
+    try:
+        runs = int(text)
+        return 0 if runs == 0 else check_runs(runs)
+    except (ValueError, DPCubeError) as exc:
+        raise UsageError(
+            f"--bootstrap-runs must be 0 (store none) or a number of replicates the bootstrap "
+            f"allows: {exc}"
+        ) from None
+
+
+def query_runs(text: str) -> int:
+    """``--runs N``: a number of replicates the bootstrap allows."""
+    from dpcube.release.uncertainty import check_runs
+
+    try:
+        return check_runs(int(text))
+    except (ValueError, DPCubeError) as exc:
+        raise UsageError(f"--runs {text}: {exc}") from None
+
+
+__all__ = ["bootstrap_runs", "coerce_params", "query_runs"]

@@ -8,7 +8,12 @@ Each mechanism declares, as code rather than a comment (as in OpenDP):
 - ``neighbours``: the neighbour notions it supports (``add_remove``, ``replace``);
 - :meth:`Mechanism.sensitivity_claims`: every deterministic measurement it makes of the data, with
   the norm and the sensitivity it calibrates the noise to. The conformance suite
-  (:mod:`dpcube.testing.conformance`) checks each claim by brute force on tiny domains.
+  (:mod:`dpcube.testing.conformance`) checks each claim by brute force on tiny domains;
+- ``param_specs``: the domain of every constructor parameter (:class:`ParamSpec`), checked by the
+  constructor itself (every ``__init__`` is wrapped to check its arguments first), by
+  ``--param`` and drawn from by the audit and the fuzz tests;
+- ``bytes_per_cell``: the peak memory of a release per cell of the domain (measured), so that a
+  release that would run out of memory is refused before the charge.
 
 :meth:`Mechanism.release` is a template of four steps, in this order:
 
@@ -16,7 +21,9 @@ Each mechanism declares, as code rather than a comment (as in OpenDP):
    (or before, in :func:`dpcube.histogram`), never after the charge;
 2. :meth:`Mechanism.check_noise_scale` refuses an epsilon so small that the noise scale cannot be
    represented by the exact samplers, then :meth:`Mechanism.validate` runs every other check that
-   does not depend on the noise (parameters against the data, plan, domain and memory size);
+   does not depend on the noise (parameters against the data, plan, domain size), and
+   :meth:`Mechanism.check_resources` refuses a release whose memory estimate exceeds what the
+   machine has available;
 3. the ledger is charged exactly once;
 4. :meth:`Mechanism._release` draws the noise and builds the release (and nothing else may fail
    there for a reason the earlier steps could have seen).
@@ -25,7 +32,10 @@ Each mechanism declares, as code rather than a comment (as in OpenDP):
 from __future__ import annotations
 
 import argparse
+import functools
 import inspect
+import math
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,8 +44,16 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcube.errors import BudgetError, DataError, UsageError
+from dpcube.errors import (
+    BudgetError,
+    DataError,
+    ParameterError,
+    ResourceError,
+    SpentBudgetError,
+    UsageError,
+)
 from dpcube.histogram import Histogram
+from dpcube.mechanisms.params import ParamSpec, specs_by_name
 from dpcube.privacy.accounting import charge_release
 from dpcube.privacy.ledger import BudgetLedger, RequestedTotal, validate_privacy
 from dpcube.privacy.neighbours import Neighbour
@@ -79,6 +97,70 @@ _MIN_NOISE_SCALE = 2.0**-8
 _SNAP_BITS = 24
 
 
+def available_memory() -> int:
+    """Bytes of memory available to a new allocation: ``MemAvailable`` of ``/proc/meminfo``
+    (Linux), else the physical memory (``os.sysconf``), else 8 GiB."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):
+        return 8 * 2**30
+
+
+#: Peak memory of a release per domain cell when a mechanism declares none (bytes): a dense int64
+#: array and about nine working copies of it.
+DEFAULT_BYTES_PER_CELL = 80.0
+#: Memory a release needs whatever its domain (bytes): the interpreter's working set.
+BASE_RELEASE_BYTES = 64 << 20
+
+
+def _checked_init(init: Callable[..., None]) -> Callable[..., None]:
+    """``init`` preceded by the check of every argument that has a :class:`ParamSpec`."""
+    signature = inspect.signature(init)
+
+    @functools.wraps(init)
+    def checked(self: Mechanism, *args: Any, **kwargs: Any) -> None:
+        try:
+            bound = signature.bind(self, *args, **kwargs)
+        except TypeError as exc:
+            known = ", ".join(type(self).accepted_params()) or "none"
+            raise _argument_error(type(self), str(exc), known) from None
+        specs = type(self).param_spec_map()
+        for name, value in bound.arguments.items():
+            spec = specs.get(name)
+            if spec is not None:
+                bound.arguments[name] = spec.check(type(self).name, value)
+        init(*bound.args, **bound.kwargs)
+
+    checked.__dict__["_checks_params"] = True
+    return checked
+
+
+def _argument_error(cls: type[Mechanism], why: str, known: str) -> DataError:
+    """The refusal of an unknown or missing constructor argument."""
+    return ParameterError(f"{getattr(cls, 'name', cls.__name__)}: {why}; parameters: {known}")
+
+
+def check_share_scale(owner: str, what: str, sensitivity: float, epsilon_share: float) -> None:
+    """Refuse (before the charge) a part of the budget so small that the exact samplers cannot
+    represent its noise: the same bounds as :meth:`Mechanism.check_noise_scale`, for a measurement
+    of ``sensitivity`` drawn with ``epsilon_share`` (one coordinate)."""
+    scale = sensitivity / epsilon_share if epsilon_share > 0 else math.inf
+    enlarge = 1.0 + 2.0**-_SNAP_BITS / epsilon_share if epsilon_share > 0 else math.inf
+    if not (scale <= _MAX_NOISE_SCALE and enlarge * 2.0**_SNAP_BITS < _MAX_SAMPLER_SCALE):
+        raise BudgetError(
+            f"{owner}: {what} leaves epsilon {epsilon_share:.3g} to one measurement, whose noise "
+            f"scale {scale:.3g} is beyond the exact samplers (at most 2**40); raise it, or raise "
+            "epsilon"
+        )
+
+
 @dataclass(frozen=True)
 class SensitivityClaim:
     """A deterministic measurement ``function(counts) -> vector`` and its declared sensitivity.
@@ -102,6 +184,31 @@ class Mechanism(ABC):
     name: ClassVar[str]
     #: Neighbour notions the mechanism supports.
     neighbours: ClassVar[tuple[Neighbour, ...]] = (Neighbour.ADD_REMOVE, Neighbour.REPLACE)
+    #: The domain of each constructor parameter besides the privacy flags (a subclass's spec of
+    #: the same name replaces its base's).
+    param_specs: ClassVar[tuple[ParamSpec, ...]] = ()
+    #: Peak memory of a release per cell of the domain, in bytes (see :meth:`check_resources`).
+    bytes_per_cell: ClassVar[float] = DEFAULT_BYTES_PER_CELL
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is not None and not init.__dict__.get("_checks_params"):
+            cls.__init__ = _checked_init(init)  # type: ignore[method-assign]
+
+    @classmethod
+    def param_spec_map(cls) -> dict[str, ParamSpec]:
+        """``{name: ParamSpec}`` over the class and its bases (the subclass's spec wins)."""
+        specs: list[ParamSpec] = []
+        for klass in reversed(cls.__mro__):
+            specs.extend(klass.__dict__.get("param_specs", ()))
+        return specs_by_name(specs)
+
+    @classmethod
+    def parameters(cls) -> list[ParamSpec]:
+        """The declared spec of every parameter ``--param`` accepts, in constructor order."""
+        specs = cls.param_spec_map()
+        return [specs[n] for n in cls.accepted_params() if n in specs]
 
     def __init__(
         self, epsilon: float, delta: float | None = None, neighbour: str = "add_remove"
@@ -194,7 +301,7 @@ class Mechanism(ABC):
             if key not in accepted:
                 flag = f"--{key.replace('_', '-')}" if key in _PRIVACY_FLAGS else None
                 hint = f"use {flag}" if flag else "accepted: " + (", ".join(accepted) or "none")
-                raise DataError(f"--param {key}: {cls.name} has no such parameter ({hint})")
+                raise ParameterError(f"--param {key}: {cls.name} has no such parameter ({hint})")
 
     @classmethod
     def cli_data(cls, args: argparse.Namespace, schema: Schema | None) -> Any:
@@ -283,6 +390,7 @@ class Mechanism(ABC):
             metadata.sensitivity = {c.name: c.declared for c in self.sensitivity_claims(schema)}
         self.check_noise_scale(prepared)
         self.validate(prepared)
+        self.check_resources(prepared)
         # -- the one charge: everything above is checked; only the noise and the build follow ---
         charge_release(
             self,
@@ -294,7 +402,15 @@ class Mechanism(ABC):
             origin=data,
             requested_total=requested_total,
         )
-        release = self._release(prepared, source, metadata)
+        try:
+            release = self._release(prepared, source, metadata)
+        except Exception as exc:
+            spent = "charged" if account else "not charged (account=False)"
+            raise SpentBudgetError(
+                f"{self.name}: the release failed after its budget was {spent} "
+                f"(epsilon={self.epsilon:g}); nothing was released or written: "
+                f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            ) from exc
         # Exact diagnostics of the input (rows, dropped, clipped, users...): for the curator only,
         # never saved with the release (see Release.curator_log).
         log = dict(getattr(prepared, "report", {}) or {})
@@ -309,6 +425,32 @@ class Mechanism(ABC):
         and check the plan, and bound the memory a release needs; raise a :class:`DPCubeError`.
         """
         return
+
+    def materialised_cells(self, data: Any) -> float:
+        """The cells a release of ``data`` holds in memory: the whole domain by default; override
+        when the mechanism materialises less (a data cube's measured cuboids)."""
+        schema = getattr(data, "schema", None)
+        return float(np.prod(schema.shape, dtype=np.float64)) if isinstance(schema, Schema) else 0.0
+
+    def memory_estimate(self, data: Any) -> float:
+        """Peak bytes a release of ``data`` needs beyond its input: :attr:`bytes_per_cell` times
+        :meth:`materialised_cells`, plus :data:`BASE_RELEASE_BYTES`."""
+        return self.materialised_cells(data) * self.bytes_per_cell + BASE_RELEASE_BYTES
+
+    def check_resources(self, data: Any) -> None:
+        """Refuse, before the charge, a release whose memory estimate (:meth:`memory_estimate`)
+        exceeds the memory available now (:func:`available_memory`): it would fail after the
+        budget was spent."""
+        need = self.memory_estimate(data)
+        have = available_memory()
+        if need > have:
+            cells = self.materialised_cells(data)
+            raise ResourceError(
+                f"{self.name}: a release of these {cells:,.0f} cells needs about "
+                f"{need / 2**30:.2f} GiB of memory ({self.bytes_per_cell:g} bytes a cell, "
+                f"measured) but {have / 2**30:.2f} GiB is available; nothing was charged; use "
+                "coarser bins or fewer attributes, or free memory"
+            )
 
     def noise_support(self, data: Any) -> float:
         """An upper bound on the noisy coordinates one neighbour can change (the ``support`` of

@@ -13,13 +13,14 @@ A range query over c cells has noise variance c times the per-cell variance.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from dpcube.errors import BudgetError
 from dpcube.histogram import Histogram
 from dpcube.mechanisms.base import Mechanism, SensitivityClaim
+from dpcube.mechanisms.params import ParamSpec
 from dpcube.privacy.neighbours import Neighbour
 from dpcube.privacy.random import RandomSource
 from dpcube.privacy.samplers import (
@@ -45,6 +46,16 @@ class Identity(Mechanism):
     """
 
     name = "identity"
+    #: Peak memory of a release per cell: 32 bytes measured (tracemalloc, 2**16 to 2**20 cells), x1.5.
+    bytes_per_cell = 48.0
+    param_specs: ClassVar[tuple[ParamSpec, ...]] = (
+        ParamSpec(
+            "noise",
+            "choice",
+            "the noise on every cell (gaussian needs --delta)",
+            choices=("laplace", "gaussian"),
+        ),
+    )
 
     def __init__(
         self,
@@ -54,8 +65,6 @@ class Identity(Mechanism):
         neighbour: str = "add_remove",
     ) -> None:
         super().__init__(epsilon, delta, neighbour)
-        if noise not in ("laplace", "gaussian"):
-            raise BudgetError(f"noise must be 'laplace' or 'gaussian', got {noise!r}")
         if noise == "gaussian" and self.delta is None:
             raise BudgetError("Gaussian noise needs delta > 0 (for example delta=1e-6)")
         self.noise = noise

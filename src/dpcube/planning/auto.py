@@ -20,10 +20,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, ClassVar
 
 from dpcube.errors import DataError, QueryError
 from dpcube.mechanisms.base import Mechanism, SensitivityClaim
+from dpcube.mechanisms.matrix.workloads import Workload
+from dpcube.mechanisms.params import ParamSpec
 from dpcube.privacy.ledger import BudgetLedger, RequestedTotal
 from dpcube.privacy.random import RandomSource
 from dpcube.release.base import Release, ReleaseMetadata
@@ -49,6 +52,27 @@ class AutoMechanism(Mechanism):
     """
 
     name = "auto"
+    param_specs: ClassVar[tuple[ParamSpec, ...]] = (
+        ParamSpec(
+            "workload",
+            "structured",
+            "the workload to choose for (required): allrange, marginals:2, upto:2 or a query file",
+            optional=True,
+            accepts=(str, Path, list, Workload),
+        ),
+        ParamSpec(
+            "mechanisms",
+            "names",
+            "registered mechanisms to choose from; null: all",
+            optional=True,
+        ),
+        ParamSpec(
+            "strategies",
+            "names",
+            "matrix strategies to try; null: all applicable",
+            optional=True,
+        ),
+    )
 
     def __init__(
         self,

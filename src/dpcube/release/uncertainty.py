@@ -97,6 +97,34 @@ DEFAULT_RUNS = 200
 RELEASE_RUNS = 100
 #: Fewest replicates accepted: below this the tail quantiles of a 95 % interval are the extremes.
 MIN_RUNS = 20
+#: Most replicates accepted: each re-runs the mechanism and is kept in memory, and at 5,000 the
+#: 2.5 % tails of a 95 % interval already rest on 125 errors each side (more only costs time).
+MAX_RUNS = 5000
+
+
+def check_runs(runs: int) -> int:
+    """``runs`` if it is a number of bootstrap replicates in [MIN_RUNS, MAX_RUNS], else a
+    one-line :class:`ReleaseError` naming the limit and why.
+
+    >>> check_runs(200)
+    200
+    >>> check_runs(100_000_000)
+    Traceback (most recent call last):
+    ...
+    dpcube.errors.ReleaseError: 100000000 bootstrap replicates is more than the 5000 allowed (each re-runs the mechanism and is held in memory; 5000 already put 125 errors in each 2.5 % tail); ask for at most 5000
+    """
+    if isinstance(runs, bool) or int(runs) != runs:
+        raise ReleaseError(f"bootstrap replicates must be a whole number, got {runs!r}")
+    if runs < MIN_RUNS:
+        raise ReleaseError(f"runs must be at least {MIN_RUNS} for a bootstrap, got {runs}")
+    if runs > MAX_RUNS:
+        raise ReleaseError(
+            f"{runs} bootstrap replicates is more than the {MAX_RUNS} allowed (each re-runs the "
+            f"mechanism and is held in memory; {MAX_RUNS} already put {MAX_RUNS // 40} errors in "
+            f"each 2.5 % tail); ask for at most {MAX_RUNS}"
+        )
+    return int(runs)
+
 
 Kind = Literal["exact", "bound", "bootstrap", "none"]
 #: What an interval is, per answer: ``exact`` (the exact noise of a linear unbiased estimate),
@@ -471,7 +499,7 @@ def bootstrap_replicates(
             f"a {release.kind!r} release of {release.metadata.mechanism!r} has no bootstrap "
             f"({release.bootstrap_unavailable})"
         )
-    runs = default_runs(release) if runs is None else int(runs)
+    runs = default_runs(release) if runs is None else check_runs(runs)
     per_release = _CACHE.setdefault(release, {})
     stored = _stored_for(release, runs, seed)
     if stored is not None:
@@ -510,8 +538,7 @@ def store_bootstrap(release: Release, runs: int = DEFAULT_RUNS, seed: int | None
     the manifest: the replicates are post-processing of the public release, so it is no secret."""
     from dpcube.release.replicates import StoredReplicates
 
-    if runs < MIN_RUNS:
-        raise ReleaseError(f"runs must be at least {MIN_RUNS} for a bootstrap, got {runs}")
+    check_runs(runs)
     seed = int.from_bytes(os.urandom(8), "little") if seed is None else int(seed)
     release.stored_replicates = None
     _, reps = bootstrap_replicates(release, runs, seed)

@@ -562,6 +562,30 @@ def audit_cases(
     return results
 
 
+def parameter_sweep(name: str, base: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The configurations a sweep audits: ``base`` (default: the defaults) with one parameter
+    set to each value inside its declared domain that its declaration lists
+    (:meth:`dpcube.mechanisms.params.ParamSpec.examples`: the bounds, a middle value, every
+    choice), one parameter at a time; ``base`` itself first.
+
+    >>> [c for c in parameter_sweep("privtree") if "tree_share" in c]
+    [{'tree_share': 0.5}]
+    """
+    from dpcube import registry
+
+    cls = registry.resolve(registry.MECHANISMS, name, "mechanism")
+    base = dict(base or {})
+    configurations: list[dict[str, Any]] = [base]
+    for spec in cls.parameters():
+        if spec.name in base:
+            continue
+        for value in spec.examples()[0]:
+            configuration = {**base, spec.name: value}
+            if configuration not in configurations:
+                configurations.append(configuration)
+    return configurations
+
+
 def audit_configuration(
     name: str,
     params: dict[str, Any],

@@ -34,7 +34,7 @@ import argparse
 import math
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -63,6 +63,7 @@ from dpcube.mechanisms.census.exact import exact_cumulative, exact_hierarchical
 from dpcube.mechanisms.census.hierarchy import RegionHierarchy
 from dpcube.mechanisms.census.release import CensusRelease
 from dpcube.mechanisms.census.table import GroupSizeTable
+from dpcube.mechanisms.params import ParamSpec
 from dpcube.privacy.ledger import BudgetLedger, RequestedTotal
 from dpcube.privacy.neighbours import Neighbour
 from dpcube.privacy.random import RandomSource
@@ -161,6 +162,49 @@ class CensusHierarchy(Mechanism):
     """
 
     name = "census-hierarchy"
+    param_specs: ClassVar[tuple[ParamSpec, ...]] = (
+        ParamSpec("method", "choice", "the estimator of the hierarchy's counts", choices=METHODS),
+        ParamSpec(
+            "noise_mode",
+            "choice",
+            "how the noise is calibrated and published (method='cdp' only)",
+            choices=P.NOISE_MODES,
+        ),
+        ParamSpec(
+            "half_width",
+            "int",
+            "half-width of the integer search window per count; null: from domain_c",
+            low=1,
+            high=2**31,
+            optional=True,
+        ),
+        ParamSpec(
+            "domain_c",
+            "float",
+            "the search window in noise standard deviations (when half_width is null)",
+            low=0,
+            high=1000,
+            low_open=True,
+        ),
+        ParamSpec(
+            "qp_time_limit",
+            "float",
+            "seconds the QP/QIP solver may run before the best solution found is kept",
+            low=0,
+            high=7 * 24 * 3600,
+            low_open=True,
+        ),
+        ParamSpec("qp_solver", "choice", "the QP solver", choices=QP_SOLVERS),
+        ParamSpec(
+            "qp_tolerance",
+            "float",
+            "the QP solver's relative tolerance",
+            low=0,
+            high=1,
+            low_open=True,
+            high_open=True,
+        ),
+    )
     neighbours = (Neighbour.ADD_REMOVE, Neighbour.REPLACE)
 
     def __init__(
@@ -176,25 +220,13 @@ class CensusHierarchy(Mechanism):
         qp_tolerance: float = DEFAULT_QP_TOLERANCE,
     ) -> None:
         super().__init__(epsilon, None, neighbour)
-        if method not in METHODS:
-            raise BudgetError(f"method must be one of {', '.join(METHODS)}; got {method!r}")
         self.method = method
-        self.noise_mode = P.check_noise_mode(noise_mode)
+        self.noise_mode = noise_mode
         if noise_mode != "private_postprocessed" and method != "cdp":
             raise BudgetError(f"noise_mode={noise_mode!r} applies to method='cdp' only")
-        if half_width is not None and (
-            isinstance(half_width, bool) or not isinstance(half_width, int) or half_width < 1
-        ):
-            raise BudgetError(f"half_width must be a positive integer, got {half_width!r}")
         self.half_width = half_width
         self.domain_c = float(domain_c)
         self.qp_time_limit = float(qp_time_limit)
-        if qp_solver not in QP_SOLVERS:
-            raise BudgetError(
-                f"qp_solver must be one of {', '.join(QP_SOLVERS)}; got {qp_solver!r}"
-            )
-        if not (0 < float(qp_tolerance) < 1):
-            raise BudgetError(f"qp_tolerance must be in (0, 1), got {qp_tolerance!r}")
         self.qp_solver = qp_solver
         self.qp_tolerance = float(qp_tolerance)
 

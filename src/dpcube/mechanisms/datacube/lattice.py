@@ -264,21 +264,34 @@ def parse_publish(publish: object, names: Sequence[str]) -> list[int]:
         ]
         return parse_publish(groups, names)
     if isinstance(publish, int) and not isinstance(publish, bool):
-        if not 0 <= publish <= d:
-            raise QueryError(f"publish k={publish} must be between 0 and the {d} dimensions")
+        if not 1 <= publish <= d:
+            raise QueryError(
+                f"publish k={publish} must be between 1 and the {d} dimensions (publish '' for "
+                "the total alone)"
+            )
         return [c for c in range(1 << d) if popcount(c) == publish]
     if isinstance(publish, Sequence):
         out: list[int] = []
         for group in publish:
             if isinstance(group, str):
                 group = [group]
+            if not isinstance(group, Sequence) or not all(isinstance(n, str) for n in group):
+                raise QueryError(
+                    f"publish lists {group!r}; each cuboid is a list of attribute names, "
+                    "e.g. [['a', 'b'], ['c']]"
+                )
             mask = 0
             for name in group:
                 if name not in names:
                     raise QueryError(
                         f"publish names unknown attribute {name!r}; the schema has {', '.join(names)}"
                     )
-                mask |= 1 << list(names).index(name)
+                bit = 1 << list(names).index(name)
+                if mask & bit:
+                    raise QueryError(
+                        f"publish names {name!r} twice in one cuboid; name each attribute once"
+                    )
+                mask |= bit
             if mask not in out:
                 out.append(mask)
         if not out:

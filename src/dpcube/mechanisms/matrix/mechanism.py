@@ -22,7 +22,8 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable, Mapping
-from typing import Any
+from pathlib import Path
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -50,6 +51,7 @@ from dpcube.mechanisms.matrix.workloads import (
     parse_dims,
     resolve_workload,
 )
+from dpcube.mechanisms.params import ParamSpec
 from dpcube.privacy.neighbours import Neighbour
 from dpcube.privacy.random import NO_NOISE, RandomSource
 from dpcube.privacy.samplers import gaussian_sigma, snapped_gaussian, snapped_laplace
@@ -237,6 +239,42 @@ class MatrixMechanism(Mechanism):
     """
 
     name = "matrix"
+    #: Peak memory of a release per cell: 43 to 101 bytes measured with the identity strategy (tracemalloc, 2**16 to 2**20 cells), x1.5.
+    bytes_per_cell = 160.0
+    param_specs: ClassVar[tuple[ParamSpec, ...]] = (
+        ParamSpec(
+            "strategy",
+            "structured",
+            "the strategy: " + ", ".join(STRATEGIES) + ", or a strategy spec",
+            accepts=(str, Mapping, Strategy),
+        ),
+        ParamSpec(
+            "workload",
+            "structured",
+            "the workload the strategy is chosen for (a spec like allrange, or a query file)",
+            optional=True,
+            accepts=(str, Path, list, Workload),
+        ),
+        ParamSpec(
+            "noise",
+            "choice",
+            "the noise; null: gaussian with --delta, else laplace",
+            choices=("laplace", "gaussian"),
+            optional=True,
+        ),
+        ParamSpec("lsa_mode", "choice", "how LSA orders its levels", choices=MODES),
+        ParamSpec(
+            "max_levels",
+            "int",
+            "most levels of the LSA strategy; null: as many as useful",
+            low=1,
+            high=64,
+            optional=True,
+        ),
+        ParamSpec(
+            "branching", "int", "branching factor of the hierarchical strategy", low=2, high=1024
+        ),
+    )
 
     def __init__(
         self,
@@ -252,14 +290,10 @@ class MatrixMechanism(Mechanism):
     ) -> None:
         super().__init__(epsilon, delta, neighbour)
         noise = noise or ("gaussian" if self.delta is not None else "laplace")
-        if noise not in ("laplace", "gaussian"):
-            raise BudgetError(f"noise must be 'laplace' or 'gaussian', got {noise!r}")
         if noise == "gaussian" and self.delta is None:
             raise BudgetError("Gaussian noise needs delta > 0 (for example delta=1e-6)")
         if isinstance(strategy, str) and strategy not in STRATEGIES:
             raise QueryError(f"unknown strategy {strategy!r}; use one of {', '.join(STRATEGIES)}")
-        if lsa_mode not in MODES:
-            raise QueryError(f"lsa_mode must be one of {', '.join(MODES)}, got {lsa_mode!r}")
         self.strategy = strategy
         self.workload = workload
         self.noise = noise

@@ -787,6 +787,11 @@ def resolve_workload(workload: Any, schema: Schema | None = None) -> Workload:
             return load_workload_file(text, schema)
         return parse_workload(schema_spec(text.strip(), schema) or text)
     if isinstance(workload, list | tuple) and schema is not None:
+        if not workload or not all(isinstance(q, Mapping) for q in workload):
+            raise QueryError(
+                "a workload given as a list needs at least one query, each a mapping such as "
+                '{"age": [20, 29]}'
+            )
         boxes = np.array([schema.box(q) for q in workload], dtype=np.int64).reshape(
             len(workload), -1, 2
         )

@@ -20,9 +20,10 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcube.errors import BudgetError, DataError, SchemaError
+from dpcube.errors import DataError, SchemaError
 from dpcube.histogram import Histogram
-from dpcube.mechanisms.base import Mechanism, SensitivityClaim
+from dpcube.mechanisms.base import Mechanism, SensitivityClaim, check_share_scale
+from dpcube.mechanisms.params import ParamSpec
 from dpcube.privacy.neighbours import Neighbour
 from dpcube.privacy.random import RandomSource
 from dpcube.privacy.samplers import add_discrete_laplace
@@ -70,20 +71,23 @@ def geometric_shares(h: int, epsilon: float) -> NDArray[np.float64]:
     return np.asarray(shares)
 
 
-#: Deepest forced tree ``height``: node indices of a binary tree this deep still fit in int64.
+#: Largest ``user_bound``: group privacy divides every budget by it, and beyond a million points
+#: per user the noise drowns any count.
+MAX_USER_BOUND = 1_000_000
+#: Deepest forced tree ``height``: node indices of a binary tree this deep still fit in int64
+#: (nodes below the depth at which the grid's cells are single are childless, so only the width
+#: of the indices bounds it).
 MAX_FORCED_HEIGHT = 62
 
-
-def check_height(height: int | None, name: str) -> None:
-    """Refuse a forced tree ``height`` whose node indices overflow int64 (before any charge).
-
-    Nodes below the depth at which the grid's cells are single are childless and safe, so only
-    the index width bounds the height.
-    """
-    if height is not None and height > MAX_FORCED_HEIGHT:
-        raise BudgetError(
-            f"{name}: height={height} is too deep (at most {MAX_FORCED_HEIGHT}); lower --param height"
-        )
+#: ``eps_height``: the budget (absolute, less than epsilon) of the noisy total that sets a height
+#: or grid chosen from the data.
+EPS_HEIGHT = ParamSpec(
+    "eps_height",
+    "float",
+    "budget of the noisy total that sizes the tree or grid (absolute; less than epsilon)",
+    low=0,
+    low_open=True,
+)
 
 
 def tree_height(noisy_total: float, epsilon: float, c0: float = 10.0) -> int:
@@ -161,6 +165,15 @@ class SpatialMechanism(Mechanism):
     """
 
     neighbours: ClassVar[tuple[Neighbour, ...]] = (Neighbour.ADD_REMOVE, Neighbour.REPLACE)
+    param_specs: ClassVar[tuple[ParamSpec, ...]] = (
+        ParamSpec(
+            "user_bound",
+            "int",
+            "the unit of privacy is a user holding at most this many points (1: one point)",
+            low=1,
+            high=MAX_USER_BOUND,
+        ),
+    )
 
     def __init__(
         self,
@@ -170,10 +183,6 @@ class SpatialMechanism(Mechanism):
         user_bound: int = 1,
     ) -> None:
         super().__init__(epsilon, delta, neighbour)
-        if isinstance(user_bound, bool) or int(user_bound) != user_bound or int(user_bound) < 1:
-            raise DataError(
-                f"user_bound must be a positive integer (points per user), got {user_bound!r}"
-            )
         self.user_bound = int(user_bound)
 
     @property
@@ -253,6 +262,11 @@ class SpatialMechanism(Mechanism):
             # a seeded release (not for publication) is reproducible, points chosen included
             seed=getattr(args, "seed", None),
         )
+
+    def check_share(self, what: str, epsilon_share: float, sensitivity: float = 1.0) -> None:
+        """Refuse, before the charge, a part ``epsilon_share`` of the budget (per point: divided
+        by :attr:`points_per_unit` here) whose noise the exact samplers cannot represent."""
+        check_share_scale(self.name, what, sensitivity, epsilon_share / self.points_per_unit)
 
     @property
     def unit_epsilon(self) -> float:

@@ -26,13 +26,13 @@ the path's leaf, a non-split, loses probability). The unit test
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from dpcube.errors import BudgetError
 from dpcube.histogram import Histogram
-from dpcube.mechanisms.base import SensitivityClaim
+from dpcube.mechanisms.base import SensitivityClaim, check_share_scale
+from dpcube.mechanisms.params import ParamSpec
 from dpcube.mechanisms.spatial._common import SpatialMechanism, grid_shape, spatial_case_schema
 from dpcube.mechanisms.spatial.release import LeafRelease
 from dpcube.mechanisms.spatial.tree import Level, Tree, rect_sums
@@ -43,6 +43,10 @@ from dpcube.release.cells import prefix_sums
 from dpcube.schema import Schema
 
 BETA = 4
+
+
+#: Largest ``theta``: far above any count, and ``theta - delta`` stays exact in int64.
+MAX_THETA = 2**40
 
 
 def privtree_parameters(eps_tree: float, beta: int = BETA) -> tuple[float, int]:
@@ -117,6 +121,26 @@ class PrivTree(SpatialMechanism):
     """
 
     name = "privtree"
+    #: Peak memory of a release per cell: 21 to 45 bytes measured (tracemalloc, 2**16 to 2**20 cells), x1.5.
+    bytes_per_cell = 72.0
+    param_specs: ClassVar[tuple[ParamSpec, ...]] = (
+        ParamSpec(
+            "tree_share",
+            "float",
+            "share of epsilon spent on the tree; the rest goes to the leaf counts",
+            low=0,
+            high=1,
+            low_open=True,
+            high_open=True,
+        ),
+        ParamSpec(
+            "theta",
+            "int",
+            "split a node while its biased noisy count exceeds this threshold",
+            low=0,
+            high=MAX_THETA,
+        ),
+    )
 
     def __init__(
         self,
@@ -128,12 +152,24 @@ class PrivTree(SpatialMechanism):
         user_bound: int = 1,
     ) -> None:
         super().__init__(epsilon, delta, neighbour, user_bound)
-        if not 0 < float(tree_share) < 1:
-            raise BudgetError(f"tree_share must be in (0, 1), got {tree_share}")
-        if int(theta) != theta:
-            raise BudgetError(f"theta must be an integer, got {theta}")
         self.tree_share = float(tree_share)
         self.theta = int(theta)
+
+    def validate(self, data: Histogram) -> None:
+        """Both shares of epsilon keep their noise within the exact samplers (before the charge)."""
+        u = self.points_per_unit
+        check_share_scale(
+            self.name,
+            f"tree_share={self.tree_share:g}",
+            (2 * BETA - 1) / (BETA - 1),
+            self.tree_share * self.epsilon / u,
+        )
+        check_share_scale(
+            self.name,
+            f"1 - tree_share={1 - self.tree_share:g}",
+            1.0,
+            (1 - self.tree_share) * self.epsilon / u,
+        )
 
     def point_claims(self, schema: Schema) -> list[SensitivityClaim]:
         grid_shape(schema)
