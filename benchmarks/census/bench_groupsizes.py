@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from dpcube.mechanisms.census.generator import census_table, regroup_through_duckdb
+from experiments.census_generator import census_table, regroup_through_duckdb
 
 
 def main() -> None:

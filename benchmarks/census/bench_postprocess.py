@@ -19,8 +19,8 @@ from dpcube.mechanisms.census import privacy as P
 from dpcube.mechanisms.census.baselines import relaxed_hierarchical, topdown
 from dpcube.mechanisms.census.chain import chain_isotonic, counts_from_levels
 from dpcube.mechanisms.census.dp import solve_tree, tail_half_width
-from dpcube.mechanisms.census.generator import census_table
 from dpcube.privacy.random import SeededRandomSource
+from experiments.census_generator import census_table
 
 
 def main() -> None:

@@ -23,13 +23,13 @@ from typing import Any
 
 import numpy as np
 
-from dpcube.experiments.datacube import ADULT_DIMS, adult_schema
 from dpcube.mechanisms.datacube.consistency import l2_consistent
 from dpcube.mechanisms.datacube.counting import counts_from_source
 from dpcube.mechanisms.datacube.geometry import CubeGeometry
 from dpcube.mechanisms.datacube.lattice import Lattice, best_sources, shape
 from dpcube.mechanisms.datacube.mechanism import aggregate, measure, select
 from dpcube.privacy.random import SeededRandomSource
+from experiments.datacube import ADULT_DIMS, adult_schema
 
 
 def timed(f: Callable[[], Any], repeat: int) -> tuple[float, Any]:

@@ -37,9 +37,9 @@ import scale_data
 
 import dpcube
 from dpcube.errors import DataError
-from dpcube.mechanisms.census.generator import census_hierarchy
 from dpcube.mechanisms.census.hierarchy import RegionHierarchy
 from dpcube.mechanisms.census.table import GroupSizeTable
+from experiments.census_generator import census_hierarchy
 
 
 def digest(*arrays: Any) -> str:

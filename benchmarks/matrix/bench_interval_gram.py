@@ -18,9 +18,9 @@ import time
 
 import numpy as np
 
-from dpcube.experiments.leaderboard import dpbench_random_boxes, prefix_boxes
 from dpcube.linalg.boxes import IntervalGram, interval_gram
 from dpcube.mechanisms.matrix.optimize import pidentity_objective
+from experiments.leaderboard import dpbench_random_boxes, prefix_boxes
 
 
 def previous_objective(theta_flat: np.ndarray, gram: np.ndarray, p: int) -> float:

@@ -25,13 +25,13 @@ import time
 
 import numpy as np
 
-from dpcube.experiments.privelet import timing, timing_schema
 from dpcube.histogram import Histogram
 from dpcube.mechanisms.identity import Identity
 from dpcube.mechanisms.privelet.mechanism import Privelet
 from dpcube.mechanisms.privelet.transforms import hn_forward_exact, hn_inverse
 from dpcube.privacy.random import SystemRandomSource
 from dpcube.privacy.samplers import snapped_laplace
+from experiments.privelet import timing, timing_schema
 
 
 def measure(log2m: int, eps: float, repeat: int) -> dict[str, float]:
