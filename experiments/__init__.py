@@ -41,7 +41,7 @@ def summary(name: str) -> str:
     return first.removeprefix(prefix)
 
 
-def run(main: Callable[[list[str] | None], int], argv: Sequence[str] | None = None) -> int:
+def run_command(main: Callable[[list[str] | None], int], argv: Sequence[str] | None = None) -> int:
     """Run an experiment's ``main`` as a command: a bad flag or bad data prints one line naming
     it and exits 2, as the ``dpcube`` command does (``--debug`` shows the traceback)."""
     args = list(sys.argv[1:] if argv is None else argv)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from experiments import RUNNABLE, run, summary
+from experiments import RUNNABLE, run_command, summary
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     module = importlib.import_module(f"experiments.{name}")
-    return run(module.main, args[1:])
+    return run_command(module.main, args[1:])
 
 
 if __name__ == "__main__":

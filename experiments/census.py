@@ -375,6 +375,6 @@ def _plots(summary: Any, scaling: Any, out: Path) -> list[Path]:
 
 
 if __name__ == "__main__":
-    from experiments import run
+    from experiments import run_command
 
-    raise SystemExit(run(main))
+    raise SystemExit(run_command(main))

@@ -1,4 +1,4 @@
-"""``python -m experiments.coverage``: do the stated 95 % intervals cover the true answers? (issue #13 part 3)
+"""``python -m experiments.coverage``: do the stated 95 % intervals cover the true answers?
 
 For every mechanism whose answers carry a bootstrap uncertainty
 (:func:`dpcube.release.uncertainty.answer_uncertainty`), on real data:
@@ -460,6 +460,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from experiments import run
+    from experiments import run_command
 
-    raise SystemExit(run(main))
+    raise SystemExit(run_command(main))

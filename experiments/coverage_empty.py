@@ -1,5 +1,6 @@
-"""Why intervals of empty rectangles on a sparse map cover more than 95 % (issue #13 part 3;
-experiments/docs/coverage.md, "Empty rectangles").
+"""Why intervals of empty rectangles on a sparse map cover more than 95 %.
+
+The measurement of experiments/docs/coverage.md, "Empty rectangles".
 
 For releases of GeoLife binned over its bounding box (97 % of the benchmark's rectangles hold no
 point), over the empty rectangles whose answer is positive (only those can miss a true 0):
@@ -101,6 +102,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from experiments import run
+    from experiments import run_command
 
-    raise SystemExit(run(main))
+    raise SystemExit(run_command(main))

@@ -1,5 +1,6 @@
-"""Why a clustered bootstrap world fails a partition that does not depend on the data (issue #13
-part 3; experiments/docs/coverage.md, "Fixed partitions").
+"""Why a clustered bootstrap world fails a partition that does not depend on the data.
+
+The measurement of experiments/docs/coverage.md, "Fixed partitions".
 
 UG's grid (and the quadtree's leaves) are the same in every bootstrap re-run, so in a world
 scattered by the clustering cascade (:func:`dpcube.mechanisms.spatial.release.cascade_spread`)
@@ -86,6 +87,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from experiments import run
+    from experiments import run_command
 
-    raise SystemExit(run(main))
+    raise SystemExit(run_command(main))

@@ -1,5 +1,7 @@
-"""Experiments of "Differentially Private Data Cubes" (Ding, Winslett, Han, Li, SIGMOD 2011, section 6;
-spec ``dp-data-cubes.md`` section 7): ``python -m experiments.datacube --data-dir DIR --out OUT``.
+"""``python -m experiments.datacube``: the experiments of "Differentially Private Data Cubes".
+
+Ding, Winslett, Han, Li, SIGMOD 2011, section 6 (spec ``dp-data-cubes.md`` section 7):
+``python -m experiments.datacube --data-dir DIR --out OUT``.
 
 Every experiment publishes all 2^d cuboids (spec 7.2) and reports, per method, the *max* and
 *average cuboid error* (the cuboid error is the mean absolute error over all cells of the cuboid's
@@ -686,6 +688,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from experiments import run
+    from experiments import run_command
 
-    raise SystemExit(run(main))
+    raise SystemExit(run_command(main))

@@ -1,4 +1,4 @@
-"""``python -m experiments.leaderboard``: the planner's choice against every candidate on DPBench (issue #12).
+"""``python -m experiments.leaderboard``: the planner's choice against every candidate on DPBench.
 
 For each (data set, workload, epsilon) every candidate that
 :func:`dpcube.planning.plan_mechanisms` lists as applicable is released ``--trials`` times on the
@@ -103,7 +103,7 @@ EPSILONS = (0.01, 0.1, 1.0)
 #: DPBench's random-range workload: 2000 queries from RandomState(9001).
 RANGE_QUERIES = 2000
 DPBENCH_SEED = 9001
-#: Planner/oracle ratio allowed on a data-independent row (issue #12 part 4).
+#: Planner/oracle ratio allowed on a data-independent row.
 GOAL_RATIO = 1.1
 #: Marks an output directory as written by this command (the only non-empty one it writes into).
 MARKER = ".dpcube-leaderboard"
@@ -1036,6 +1036,6 @@ __all__ = [
 
 
 if __name__ == "__main__":
-    from experiments import run
+    from experiments import run_command
 
-    raise SystemExit(run(main))
+    raise SystemExit(run_command(main))

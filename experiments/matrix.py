@@ -1,4 +1,4 @@
-"""``python -m experiments.matrix --out DIR``: the matrix-mechanism experiments (Li & Miklau 2011; spec §8).
+"""``python -m experiments.matrix``: the matrix-mechanism experiments (Li & Miklau 2011).
 
 Analytic parts (P = 1, ratios to svdb): the Example 3.1 table (with the corrected bound, Errata E1),
 Fig 1 (LSA error vs number of levels, AllRange(512)), Fig 2 (svdb of sampled workloads), Fig 3(a)
@@ -525,6 +525,6 @@ __all__ = [
 
 
 if __name__ == "__main__":
-    from experiments import run
+    from experiments import run_command
 
-    raise SystemExit(run(main))
+    raise SystemExit(run_command(main))

@@ -658,6 +658,6 @@ __all__ = ["coverage", "main", "quintiles", "random_boxes"]
 
 
 if __name__ == "__main__":
-    from experiments import run
+    from experiments import run_command
 
-    raise SystemExit(run(main))
+    raise SystemExit(run_command(main))

@@ -1,6 +1,6 @@
 """``python -m experiments.quadtree_height``: the quadtree's default height against every fixed height.
 
-Issue #16: the height rule of spec A17 (k = floor(h/2), h = floor(log2(N~ eps / 10)), HTF's
+The height rule of spec A17 (k = floor(h/2), h = floor(log2(N~ eps / 10)), HTF's
 Eq. 10) gave errors far above the full-height tree ektelo and Cormode et al. use on the DPBench
 grids. For each DPBench 2-D grid (256 x 256) and epsilon, this runs :class:`QuadTree` at every
 fixed height 2..8 and reports the mean absolute error over random rectangles (the same rectangles
@@ -134,6 +134,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from experiments import run
+    from experiments import run_command
 
-    raise SystemExit(run(main))
+    raise SystemExit(run_command(main))

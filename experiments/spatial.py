@@ -395,7 +395,7 @@ def figure5(b: Bench, F: Array, eps_values: list[float], ks: list[int]) -> None:
 
 
 def t25(b: Bench, side: int, n: int, ks: list[int]) -> list[str]:
-    """Spec T25 where it says (issue #16): on the synthetic sigma = 100 set with 1M points at
+    """Spec T25 where it says: on the synthetic sigma = 100 set with 1M points at
     eps = 0.1, MRE(HTF) below UG, below the geometric quadtree at its best height and below
     Singular; and the HTF/UG gap smaller on sigma = 20 than on sigma = 100. Returns the table."""
     mre: dict[tuple[int, str], list[float]] = {}
@@ -995,6 +995,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from experiments import run
+    from experiments import run_command
 
-    raise SystemExit(run(main))
+    raise SystemExit(run_command(main))

@@ -23,12 +23,15 @@ name, then a rename).
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from dpcube.schema import Schema
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # experiments/ beside src/
 from experiments.census_generator import (
     census_hierarchy,
     census_table,

@@ -27,6 +27,7 @@ import argparse
 import hashlib
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,8 @@ import dpcube
 from dpcube.errors import DataError
 from dpcube.mechanisms.census.hierarchy import RegionHierarchy
 from dpcube.mechanisms.census.table import GroupSizeTable
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # experiments/ beside src/
 from experiments.census_generator import census_hierarchy
 
 

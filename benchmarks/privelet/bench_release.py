@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import argparse
 import platform
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -31,6 +33,8 @@ from dpcube.mechanisms.privelet.mechanism import Privelet
 from dpcube.mechanisms.privelet.transforms import hn_forward_exact, hn_inverse
 from dpcube.privacy.random import SystemRandomSource
 from dpcube.privacy.samplers import snapped_laplace
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # experiments/ beside src/
 from experiments.privelet import timing, timing_schema
 
 

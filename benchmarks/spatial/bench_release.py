@@ -10,7 +10,9 @@ and, for the queries, a direct loop over the leaves (sum_L c_L |Q & L| / |L|) on
 
 from __future__ import annotations
 
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -27,6 +29,8 @@ from dpcube.mechanisms.spatial import (
 )
 from dpcube.mechanisms.spatial._common import spatial_case_schema
 from dpcube.mechanisms.spatial.release import LeafRelease, brute_force_answers
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # experiments/ beside src/
 from experiments.spatial import la_proxy
 
 

@@ -15,7 +15,7 @@ import pytest
 import experiments
 from dpcube.cli.main import build_parser, main
 from dpcube.errors import UsageError
-from experiments import RUNNABLE, run, summary
+from experiments import RUNNABLE, run_command, summary
 from experiments.__main__ import main as experiments_main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -59,10 +59,10 @@ def test_a_bad_flag_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     def bad(argv: list[str] | None) -> int:
         raise UsageError(f"--trials must be positive, got {argv}")
 
-    assert run(bad, ["-1"]) == 2
+    assert run_command(bad, ["-1"]) == 2
     assert capsys.readouterr().err == "error: --trials must be positive, got ['-1']\n"
     with pytest.raises(UsageError):
-        run(bad, ["--debug"])
+        run_command(bad, ["--debug"])
 
 
 def test_an_experiment_runs_as_a_module_from_the_checkout() -> None:
