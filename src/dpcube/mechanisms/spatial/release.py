@@ -217,7 +217,7 @@ CASCADE_SEED = 0
 #: 0.1 into 90-99 % (99.1 -> 98.9 %), but leaves HTF's at epsilon 1 out (99.5 -> 99.3 %), and
 #: it would change the world of every HTF, kd-tree and PrivTree release on the strength of the
 #: rows it is judged by (experiments/docs/coverage.md, "Forty releases").
-#: :mod:`experiments.coverage_empty` measures it.
+#: ``experiments/coverage_empty.py`` measures it.
 DENOISE_CLUSTERED_WORLD = False
 
 
@@ -412,7 +412,7 @@ class LeafRelease(Release):
         in empty space; the de-noised world narrows those intervals but did not bring the rows it
         was meant for into the target (experiments/docs/coverage.md, "Empty rectangles").
         ``dispersion`` overrides the world's dispersion (diagnostics only:
-        :mod:`experiments.coverage_shift`)."""
+        ``experiments/coverage_shift.py``)."""
         from dpcube.histogram import Histogram
         from dpcube.release.cells import CellRelease
         from dpcube.release.uncertainty import (
@@ -489,7 +489,7 @@ class LeafRelease(Release):
         heavy-tailed: on GeoLife over Beijing, UG at epsilon 0.1, the shift was a median 0.19 and
         0.52 of the model's sd on the flagged answers of two releases, and the bootstrap's mean
         square error a quarter of the actual in the first:
-        :mod:`experiments.coverage_shift`), so the bootstrap world is spread evenly
+        ``experiments/coverage_shift.py``), so the bootstrap world is spread evenly
         (:meth:`bootstrap_world`) and the interval widened by the model's variance instead
         (:func:`dpcube.release.uncertainty.answer_uncertainty`). Trees that re-choose their
         leaves from the data (HTF, PrivTree, the kd-tree) cut the clustered world differently in
