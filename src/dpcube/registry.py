@@ -1,7 +1,7 @@
 """Names of the pluggable parts, mapped to where they live (imported on first use).
 
 Add one line here when you add a mechanism, a release kind, a variance model or a
-``dpcube bench`` experiment; the CLI, ``load_release`` and the conformance suite read these maps.
+sub-command; the CLI, ``load_release`` and the conformance suite read these maps.
 """
 
 from __future__ import annotations
@@ -41,18 +41,6 @@ VARIANCE_MODELS: dict[str, str] = {
     "uniform_cell": "dpcube.release.variance:UniformCellVariance",
     "matrix": "dpcube.mechanisms.matrix.mechanism:MatrixVariance",
     "privelet": "dpcube.mechanisms.privelet.mechanism:PriveletVariance",
-}
-
-#: ``dpcube bench NAME`` -> a function ``main(argv: list[str]) -> int``.
-BENCHMARKS: dict[str, str] = {
-    "matrix": "dpcube.experiments.matrix:main",
-    "census": "dpcube.experiments.census:main",
-    "spatial": "dpcube.experiments.spatial:main",
-    "datacube": "dpcube.experiments.datacube:main",
-    "privelet": "dpcube.experiments.privelet:main",
-    "quadtree-height": "dpcube.experiments.quadtree_height:main",
-    "coverage": "dpcube.experiments.coverage:main",
-    "leaderboard": "dpcube.experiments.leaderboard:main",
 }
 
 #: Extra ``dpcube`` sub-commands -> a function ``register(subparsers)`` that adds the sub-command

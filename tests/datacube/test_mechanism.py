@@ -397,12 +397,12 @@ def test_t21_adult_errors_do_not_depend_on_the_data(data_dir: Path) -> None:
     assert bits(CubeGeometry(schema).mask(real.sources[0])) == list(range(5))
 
 
-# -- the experiment driver (dpcube bench datacube) -------------------------------------------------------
+# -- the experiment driver (python -m experiments.datacube) -------------------------------------------------------
 def test_bench_exp_v_cardinality_two(tmp_path: Path) -> None:
     """Exp-V at cardinality 2 (spec R5): BMax and PMost both measure only the base cuboid (= Base),
     and All's average cuboid error is E|Lap(128)| = 128 up to sampling: over the 3^7 cells the mean
     of |noise| (sd about 128) has s.e. 128 / sqrt(2187) < 3, so 5 s.e. is 15."""
-    from dpcube.experiments.datacube import main
+    from experiments.datacube import main
 
     assert (
         main(

@@ -1,6 +1,6 @@
 """The ``dpcube`` command line.
 
-Sub-commands: ``release``, ``query``, ``budget``, ``demo``, ``bench`` and those registered in
+Sub-commands: ``release``, ``query``, ``budget``, ``demo`` and those registered in
 :data:`dpcube.registry.COMMANDS`. Errors print as one line (``--debug`` shows the traceback).
 """
 
@@ -650,7 +650,7 @@ def cmd_budget(args: argparse.Namespace) -> int:
     return 0
 
 
-# -- demo and bench ---------------------------------------------------------------------------
+# -- demo -------------------------------------------------------------------------------
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -659,12 +659,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.rows < 1:
         raise UsageError(f"--rows must be a positive number of persons, got {args.rows}")
     return run_demo(rows=args.rows, out=Path(args.out), epsilon=args.epsilon, seed=args.seed)
-
-
-def cmd_bench(args: argparse.Namespace) -> int:
-    main_fn = registry.resolve(registry.BENCHMARKS, args.name, "benchmark")
-    result: int = main_fn(args.rest)
-    return result
 
 
 # -- parser -----------------------------------------------------------------------------------
@@ -846,11 +840,6 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         "--seed", type=int, default=2024, help="seed of the synthetic data (not of the noise)"
     )
     p.set_defaults(func=cmd_demo)
-
-    p = sub.add_parser("bench", help="run an experiment: " + ", ".join(sorted(registry.BENCHMARKS)))
-    p.add_argument("name", choices=sorted(registry.BENCHMARKS) or None)
-    p.add_argument("rest", nargs=argparse.REMAINDER, help="the experiment's own options")
-    p.set_defaults(func=cmd_bench)
 
     for name in sorted(registry.COMMANDS):
         if light and name != command:

@@ -54,7 +54,7 @@ release's own neighbouring leaves are
 cannot tell (the kd-tree's median splits equalise sibling counts) the interval is widened by
 the Bhatia-Davis bound of the uniformity error instead, each cut leaf's noise variance
 discounted from its squared count (:func:`answer_uncertainty`; measured
-coverage in ``docs/experiments/coverage.md``). Where every re-run cuts the same leaves (UG, the
+coverage in ``experiments/docs/coverage.md``). Where every re-run cuts the same leaves (UG, the
 quadtree, AG: ``LeafRelease.reruns_keep_the_leaves``) a clustered world would give one draw of its
 layout, the same in every replicate: there the world is even and the interval is widened by the
 model's variance ``r V_u``.
@@ -82,7 +82,7 @@ from dpcube.errors import ReleaseError
 from dpcube.release.base import Release, ReleaseMetadata
 
 #: Replicates of the bootstrap when ``runs`` is not given (the 2.5 % and 97.5 % quantiles of 200
-#: errors rest on 5 errors each side; see docs/experiments/coverage.md).
+#: errors rest on 5 errors each side; see experiments/docs/coverage.md).
 DEFAULT_RUNS = 200
 #: Largest total size of the replicates' summed-area tables kept between calls (bytes).
 KEEP_REPLICATE_PREFIX_BYTES = 256 << 20
@@ -142,7 +142,7 @@ INTERVAL_KIND: dict[str, IntervalKind] = {
 #: equalise sibling counts (the kd-tree). 0 is the Bhatia-Davis bound (no assumption on how the
 #: points lie inside a leaf); larger values assume more even leaves. How each leaf release is
 #: widened is its own ``uniformity_widening`` (no tuning on the evaluation data;
-#: docs/experiments/coverage.md).
+#: experiments/docs/coverage.md).
 UNIFORMITY_KAPPA = 0.0
 
 
@@ -442,7 +442,7 @@ MODEL_NOTE = "model-based: valid only as far as the bootstrap world resembles th
 #: What a flagged answer says (:attr:`Uncertainty.untrusted`).
 UNTRUSTED_NOTE = (
     "NOT TRUSTED: a model-based interval, not valid by construction; it holds only as far as "
-    "the data resembles the bootstrap's model (docs/experiments/coverage.md)"
+    "the data resembles the bootstrap's model (experiments/docs/coverage.md)"
 )
 
 
