@@ -25,5 +25,3 @@ def test_plan_errors_and_recommendation() -> None:
     laplace = plan(allrange((16,)), 0.5, None, ["identity", "wavelet"])
     assert laplace["strategies"]["identity"]["nominal_error"] == pytest.approx(8 * 816, rel=1e-9)
     assert laplace["svdb"] == pytest.approx(8 * svdb(allrange((16,)).gram), rel=1e-9)
-
-

@@ -65,7 +65,8 @@ class MechanismFlag:
         return self.flag.removeprefix("--").replace("-", "_")
 
     def given(self, args: argparse.Namespace) -> bool:
-        return getattr(args, self.dest, None) not in (None, False)
+        value = getattr(args, self.dest, None)
+        return value is not None and value is not False  # 0 and "" are given values
 
     def takers(self) -> str:
         if self.mechanisms == SPATIAL:
