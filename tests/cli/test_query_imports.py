@@ -36,6 +36,7 @@ HEAVY = (
     "dpcube.mechanisms",
     "dpcube.planning",
     "scipy.optimize",
+    "numpy.ma",
     "uvicorn",
     "starlette",
     "dpcube.serve",

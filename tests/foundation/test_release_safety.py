@@ -403,3 +403,16 @@ def test_an_unknown_keyword_is_one_line_naming_the_parameters(name: str) -> None
     line = str(refused.value)
     assert line.startswith(f"{name}: ") and "'no_such_thing'" in line and "\n" not in line
     assert line.endswith("parameters: " + (", ".join(cls.accepted_params()) or "none"))
+
+
+def test_a_cells_table_giving_a_cell_twice_is_refused() -> None:
+    import pyarrow as pa
+
+    from dpcube.release.cells import check_cells_table
+
+    schema = Schema.from_dict(
+        {"attributes": [{"name": "x", "kind": "ordinal", "range": [0, 3], "width": 1}]}
+    )
+    check_cells_table(schema, pa.table({"x": [3, 1, 2, 0], "count": [1.0, 2.0, 3.0, 4.0]}))
+    with pytest.raises(ReleaseError, match="gives a cell twice"):
+        check_cells_table(schema, pa.table({"x": [0, 1, 1, 3], "count": [1.0, 2.0, 3.0, 4.0]}))
