@@ -50,7 +50,8 @@ class MechanismFlag:
 
     ``param``: the constructor parameter it sets (None: it configures the counting of the input);
     ``convert``: the flag's text to the parameter's value; ``options``: the rest of
-    ``argparse``'s ``add_argument`` (``type``, ``action``, ``metavar``, ``choices``).
+    ``argparse``'s ``add_argument`` (``type``, ``action``, ``metavar``, ``choices``);
+    ``with_meaning``: the help adds the parameter's declared meaning (where it lists the values).
     """
 
     flag: str
@@ -59,6 +60,7 @@ class MechanismFlag:
     param: str | None = None
     convert: Callable[[Any], Any] | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
+    with_meaning: bool = False
 
     @property
     def dest(self) -> str:
@@ -83,6 +85,7 @@ FLAGS: tuple[MechanismFlag, ...] = (
         ("matrix",),
         "the matrix mechanism's strategy (default lsa)",
         param="strategy",
+        with_meaning=True,
     ),
     MechanismFlag(
         "--workload",
@@ -202,6 +205,8 @@ def add_flags(parser: argparse.ArgumentParser, *, with_domains: bool = False) ->
             declared = _declared(spec)
             if declared is not None and declared.kind == "choice" and spec.convert is None:
                 options.setdefault("choices", [c for c in declared.choices if c is not None])
+            elif declared is not None and spec.with_meaning:
+                text = f"{text}; {declared.meaning}"
         group.add_argument(spec.flag, dest=spec.dest, default=None, help=text, **options)
 
 
