@@ -201,3 +201,15 @@ def test_placeholder_help_is_the_command_help() -> None:
 
     assert helps(build_parser()) == SUMMARIES
     assert helps(build_parser("query")) == SUMMARIES
+
+
+def test_release_help_states_the_declared_domains(capsys: pytest.CaptureFixture[str]) -> None:
+    """``release --help`` offers a flag's choices from the parameter's declaration."""
+    with pytest.raises(SystemExit):
+        main(["release", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    datacube = registry.resolve(registry.MECHANISMS, "datacube", "mechanism")
+    methods = datacube.param_spec_map()["method"].choices
+    assert "--method {" + ",".join(methods) + "}" in out
+    assert "--consistency {none,l2,l1,linf}" in out
+    assert "or a strategy spec" in out  # --strategy states the declared meaning
