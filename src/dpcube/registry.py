@@ -46,7 +46,7 @@ VARIANCE_MODELS: dict[str, str] = {
 #: Extra ``dpcube`` sub-commands -> a function ``register(subparsers)`` that adds the sub-command
 #: and sets ``func`` (``handler(args) -> int``) as its default.
 COMMANDS: dict[str, str] = {
-    "plan": "dpcube.planning.cli:register",
+    "plan": "dpcube.cli.plan:register",
     "export": "dpcube.cli.export:register",
     "audit": "dpcube.cli.audit:register",
     "serve": "dpcube.serve.cli:register",

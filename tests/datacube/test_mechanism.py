@@ -3,7 +3,6 @@ from sources, queries, persistence and the command line (spec section 11 T3, T4,
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpcube import Histogram, Schema
-from dpcube.errors import BudgetError, DataError, ParameterError, QueryError
+from dpcube.errors import DataError, ParameterError, QueryError
 from dpcube.histogram import histogram
 from dpcube.mechanisms.datacube import CubeSource, CuboidRelease, DataCube
 from dpcube.mechanisms.datacube.geometry import CubeGeometry
@@ -319,29 +318,6 @@ def test_spatial_attribute_contributes_two_axes() -> None:
 
 
 # -- command line -------------------------------------------------------------------------------------
-def test_cli_arguments_build_the_mechanism() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--epsilon", type=float)
-    parser.add_argument("--delta", type=float, default=None)
-    parser.add_argument("--neighbour", default="add_remove")
-    DataCube.add_cli_arguments(parser)
-    args = parser.parse_args(
-        ["--epsilon", "0.5", "--method", "pmost", "--publish", "k=2", "--consistency", "l2"]
-    )
-    mech = DataCube.from_cli(args, {"theta0": 0.3})
-    assert (mech.method, mech.publish, mech.consistency, mech.theta0, mech.epsilon) == (
-        "pmost",
-        "k=2",
-        "l2",
-        0.3,
-        0.5,
-    )
-    default = DataCube.from_cli(parser.parse_args(["--epsilon", "1"]), {})
-    assert (default.method, default.publish, default.consistency) == ("bmax", "all", None)
-    with pytest.raises(BudgetError, match="pure epsilon-DP"):
-        DataCube.from_cli(parser.parse_args(["--epsilon", "1", "--delta", "1e-6"]), {})
-
-
 def test_cli_release_and_query(tmp_path: Path) -> None:
     from dpcube.cli.main import main
 
