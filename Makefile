@@ -2,12 +2,13 @@
 #   make demo   creates .venv, installs the locked dependencies and runs the demo
 #   make test   creates .venv, installs the locked dependencies and runs lint, types, the docs build and tests
 #   make docs   builds the documentation site into site/ (mkdocs, warnings as errors)
+#   make experiments lists the papers' experiments (NAME=... ARGS=... runs one)
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest bench clean browser docs
+.PHONY: demo test lint typecheck pytest bench clean browser docs experiments
 
 $(STAMP): requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,8 +21,8 @@ demo: $(STAMP)
 	$(BIN)/dpcube demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks examples tools
-	$(BIN)/ruff format --check src tests benchmarks examples tools
+	$(BIN)/ruff check src experiments tests benchmarks examples tools
+	$(BIN)/ruff format --check src experiments tests benchmarks examples tools
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -47,6 +48,11 @@ docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 test: lint typecheck docs pytest
+
+# The papers' experiments (experiments/, not part of the installed package): with no NAME, the
+# list; `make experiments NAME=privelet ARGS="--data-dir ../shared/data --out results/"` runs one.
+experiments: $(STAMP)
+	$(BIN)/python -m experiments $(NAME) $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site

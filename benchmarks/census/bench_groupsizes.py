@@ -7,11 +7,14 @@ grouped inside DuckDB (never in Python); checks the result equals the generator'
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
-from dpcube.mechanisms.census.generator import census_table, regroup_through_duckdb
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # experiments/ beside src/
+from experiments.census_generator import census_table, regroup_through_duckdb
 
 
 def main() -> None:

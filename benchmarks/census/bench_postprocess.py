@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -19,8 +21,10 @@ from dpcube.mechanisms.census import privacy as P
 from dpcube.mechanisms.census.baselines import relaxed_hierarchical, topdown
 from dpcube.mechanisms.census.chain import chain_isotonic, counts_from_levels
 from dpcube.mechanisms.census.dp import solve_tree, tail_half_width
-from dpcube.mechanisms.census.generator import census_table
 from dpcube.privacy.random import SeededRandomSource
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # experiments/ beside src/
+from experiments.census_generator import census_table
 
 
 def main() -> None:

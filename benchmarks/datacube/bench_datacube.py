@@ -15,6 +15,7 @@ do not depend on the data, so its counts are zeros).
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable
 from fractions import Fraction
@@ -23,13 +24,15 @@ from typing import Any
 
 import numpy as np
 
-from dpcube.experiments.datacube import ADULT_DIMS, adult_schema
 from dpcube.mechanisms.datacube.consistency import l2_consistent
 from dpcube.mechanisms.datacube.counting import counts_from_source
 from dpcube.mechanisms.datacube.geometry import CubeGeometry
 from dpcube.mechanisms.datacube.lattice import Lattice, best_sources, shape
 from dpcube.mechanisms.datacube.mechanism import aggregate, measure, select
 from dpcube.privacy.random import SeededRandomSource
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # experiments/ beside src/
+from experiments.datacube import ADULT_DIMS, adult_schema
 
 
 def timed(f: Callable[[], Any], repeat: int) -> tuple[float, Any]:

@@ -4,7 +4,7 @@ Two Parquet tables, generated inside DuckDB (``COPY (SELECT ... FROM range(H)) T
 is ever a Python object:
 
 * ``persons_<N>.parquet``: a person table of exactly N rows. Households ``h = 0, 1, ...`` get a
-  size from the census household-size shares (:func:`dpcube.mechanisms.census.generator.size_shares`,
+  size from the census household-size shares (:func:`experiments.census_generator.size_shares`,
   sizes 1..16) and a county of the synthetic census hierarchy (3,144 counties, skewed towards low
   county numbers: ``floor(3144 * u^2.5)``); each household expands to its persons, stored
   household by household (as a census file is). Every value is a deterministic function of
@@ -12,8 +12,8 @@ is ever a Python object:
   categories, unequal shares), income in dollars (0 under 16, else log-uniform 1k..400k), county
   name, state name, and lat/lon (the county's centre plus up to 0.25 degrees of jitter).
 * ``census_persons_<scale>.parquet``: the persons of the synthetic census group-size table
-  (:func:`dpcube.mechanisms.census.generator.census_table`, 298.3M persons at scale 1), one row
-  per person with its unit id and leaf region, as :func:`~dpcube.mechanisms.census.generator.persons_sql`
+  (:func:`experiments.census_generator.census_table`, 298.3M persons at scale 1), one row
+  per person with its unit id and leaf region, as :func:`~experiments.census_generator.persons_sql`
   generates them.
 
 Both are written once and reused (the file name carries the size); writing is atomic (a temporary
@@ -23,19 +23,22 @@ name, then a rename).
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from dpcube.mechanisms.census.generator import (
+from dpcube.schema import Schema
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # experiments/ beside src/
+from experiments.census_generator import (
     census_hierarchy,
     census_table,
     leaf_groups,
     persons_sql,
     size_shares,
 )
-from dpcube.schema import Schema
 
 #: Household sizes 1..MAX_HOUSEHOLD (the census shares continued geometrically, spec 4.19).
 MAX_HOUSEHOLD = 16

@@ -27,6 +27,7 @@ import argparse
 import hashlib
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -37,9 +38,11 @@ import scale_data
 
 import dpcube
 from dpcube.errors import DataError
-from dpcube.mechanisms.census.generator import census_hierarchy
 from dpcube.mechanisms.census.hierarchy import RegionHierarchy
 from dpcube.mechanisms.census.table import GroupSizeTable
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # experiments/ beside src/
+from experiments.census_generator import census_hierarchy
 
 
 def digest(*arrays: Any) -> str:

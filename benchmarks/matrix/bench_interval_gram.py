@@ -14,13 +14,17 @@ Run: ``OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/matrix/bench_interval_
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
-from dpcube.experiments.leaderboard import dpbench_random_boxes, prefix_boxes
 from dpcube.linalg.boxes import IntervalGram, interval_gram
 from dpcube.mechanisms.matrix.optimize import pidentity_objective
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # experiments/ beside src/
+from experiments.leaderboard import dpbench_random_boxes, prefix_boxes
 
 
 def previous_objective(theta_flat: np.ndarray, gram: np.ndarray, p: int) -> float:

@@ -21,17 +21,21 @@ from __future__ import annotations
 
 import argparse
 import platform
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
-from dpcube.experiments.privelet import timing, timing_schema
 from dpcube.histogram import Histogram
 from dpcube.mechanisms.identity import Identity
 from dpcube.mechanisms.privelet.mechanism import Privelet
 from dpcube.mechanisms.privelet.transforms import hn_forward_exact, hn_inverse
 from dpcube.privacy.random import SystemRandomSource
 from dpcube.privacy.samplers import snapped_laplace
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # experiments/ beside src/
+from experiments.privelet import timing, timing_schema
 
 
 def measure(log2m: int, eps: float, repeat: int) -> dict[str, float]:

@@ -1,6 +1,6 @@
 """Release time and query throughput of HTF and the spatial baselines (issue 7 acceptance).
 
-One run: a 1024 x 1024 grid with 3.5M points (the LA-like proxy of ``dpcube bench spatial``),
+One run: a 1024 x 1024 grid with 3.5M points (the LA-like proxy of ``python -m experiments.spatial``),
 each mechanism released once at eps = 0.1, then 10^5 random rectangles answered from the
 release. Baselines in the same run: the Identity mechanism's release time (noise on every cell)
 and, for the queries, a direct loop over the leaves (sum_L c_L |Q & L| / |L|) on 10^3 queries.
@@ -10,12 +10,13 @@ and, for the queries, a direct loop over the leaves (sum_L c_L |Q & L| / |L|) on
 
 from __future__ import annotations
 
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
 from dpcube import Histogram, Identity
-from dpcube.experiments.spatial import la_proxy
 from dpcube.mechanisms.spatial import (
     HTF,
     AdaptiveGrid,
@@ -28,6 +29,9 @@ from dpcube.mechanisms.spatial import (
 )
 from dpcube.mechanisms.spatial._common import spatial_case_schema
 from dpcube.mechanisms.spatial.release import LeafRelease, brute_force_answers
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # experiments/ beside src/
+from experiments.spatial import la_proxy
 
 
 def main() -> None:

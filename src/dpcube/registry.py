@@ -1,7 +1,7 @@
 """Names of the pluggable parts, mapped to where they live (imported on first use).
 
 Add one line here when you add a mechanism, a release kind, a variance model or a
-``dpcube bench`` experiment; the CLI, ``load_release`` and the conformance suite read these maps.
+sub-command; the CLI, ``load_release`` and the conformance suite read these maps.
 """
 
 from __future__ import annotations
@@ -43,22 +43,10 @@ VARIANCE_MODELS: dict[str, str] = {
     "privelet": "dpcube.mechanisms.privelet.mechanism:PriveletVariance",
 }
 
-#: ``dpcube bench NAME`` -> a function ``main(argv: list[str]) -> int``.
-BENCHMARKS: dict[str, str] = {
-    "matrix": "dpcube.experiments.matrix:main",
-    "census": "dpcube.experiments.census:main",
-    "spatial": "dpcube.experiments.spatial:main",
-    "datacube": "dpcube.experiments.datacube:main",
-    "privelet": "dpcube.experiments.privelet:main",
-    "quadtree-height": "dpcube.experiments.quadtree_height:main",
-    "coverage": "dpcube.experiments.coverage:main",
-    "leaderboard": "dpcube.experiments.leaderboard:main",
-}
-
 #: Extra ``dpcube`` sub-commands -> a function ``register(subparsers)`` that adds the sub-command
 #: and sets ``func`` (``handler(args) -> int``) as its default.
 COMMANDS: dict[str, str] = {
-    "plan": "dpcube.planning.cli:register",
+    "plan": "dpcube.cli.plan:register",
     "export": "dpcube.cli.export:register",
     "audit": "dpcube.cli.audit:register",
     "serve": "dpcube.serve.cli:register",

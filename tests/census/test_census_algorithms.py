@@ -11,13 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpcube.mechanisms.census.baselines import relaxed_hierarchical, topdown
-from dpcube.mechanisms.census.bruteforce import (
-    SPEC_H,
-    all_releases,
-    model1_costs,
-    model3_best,
-    random_hierarchy,
-)
 from dpcube.mechanisms.census.chain import (
     EQ,
     GE,
@@ -38,7 +31,14 @@ from dpcube.mechanisms.census.dp import (
     solve_tree,
 )
 from dpcube.mechanisms.census.hierarchy import RegionHierarchy
-from dpcube.mechanisms.census.metrics import violations
+from experiments.census_metrics import violations
+from tests.helpers.census_bruteforce import (
+    SPEC_H,
+    all_releases,
+    model1_costs,
+    model3_best,
+    random_hierarchy,
+)
 
 H = RegionHierarchy.from_parents(SPEC_H)
 

@@ -8,7 +8,6 @@ seeded release there equals the one on DuckDB. ``--spark-master``/``--spark-conf
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +16,6 @@ import pandas as pd
 import pytest
 import yaml
 
-from dpcube import registry
 from dpcube.cli.main import main
 
 
@@ -172,12 +170,3 @@ def test_spark_flags_without_spark_or_malformed_are_refused(
     err = capsys.readouterr().err
     assert code == 2 and err.startswith(message) and err.count("\n") == 1, err
     assert not files["out"].exists() and not files["home"].exists()
-
-
-def test_every_mechanism_accepts_both_engines() -> None:
-    """Every counting path runs on Spark (issue #15): no mechanism narrows --engine any more."""
-    for user_column in (None, "user"):
-        args = argparse.Namespace(engine="spark", user_column=user_column)
-        for name in registry.MECHANISMS:
-            cls = registry.resolve(registry.MECHANISMS, name, "mechanism")
-            assert cls.counting_engines(args)[0] == ("duckdb", "spark"), name

@@ -1,8 +1,9 @@
-"""``dpcube query`` stays light: answering from a saved release imports none of the heavy modules
-(issue #13: the query path must answer in well under a second, most of it Python's start-up).
+"""The command line loads lazily: ``dpcube query`` and ``dpcube --version`` import none of the heavy
+modules, and ``dpcube release`` imports only the chosen mechanism's family.
 
-The check is on ``sys.modules`` after a real query in a fresh interpreter, not on a timing: it
-fails as soon as someone adds a top-level import of one of these to a module the query uses.
+The check is on ``sys.modules`` after a real command in a fresh interpreter, not on a timing: it
+fails as soon as someone adds a top-level import of one of these to a module the command uses, or
+builds a parser from a module the command does not run.
 """
 
 from __future__ import annotations
@@ -34,6 +35,23 @@ HEAVY = (
     "pyarrow.parquet",
     "dpcube.mechanisms",
     "dpcube.planning",
+    "scipy.optimize",
+    "numpy.ma",
+    "uvicorn",
+    "starlette",
+    "dpcube.serve",
+    "dpcube.report",
+    "dpcube.experiments",
+)
+
+#: The mechanism families: a release imports the chosen one's only.
+FAMILIES = (
+    "dpcube.mechanisms.matrix",
+    "dpcube.mechanisms.spatial",
+    "dpcube.mechanisms.census",
+    "dpcube.mechanisms.datacube",
+    "dpcube.mechanisms.privelet",
+    "dpcube.planning",
 )
 
 _CHILD = """
@@ -44,12 +62,25 @@ print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
 """
 
 
-def _loaded_after(argv: list[str]) -> tuple[int, set[str], str]:
+#: ``python -m dpcube`` with the modules loaded printed at exit (``--version`` exits from argparse).
+_MODULE_CHILD = """
+import atexit, json, runpy, sys
+atexit.register(lambda: print(json.dumps({"modules": sorted(sys.modules)})))
+sys.argv = ["dpcube", *sys.argv[1:]]
+runpy.run_module("dpcube", run_name="__main__")
+"""
+
+
+def _loaded_after(argv: list[str], env: dict[str, str] | None = None) -> tuple[int, set[str], str]:
     done = subprocess.run(
-        [sys.executable, "-c", _CHILD, *argv], capture_output=True, text=True, check=False
+        [sys.executable, "-c", _CHILD, *argv], capture_output=True, text=True, check=False, env=env
     )
     last = json.loads(done.stdout.strip().splitlines()[-1])
-    return last["code"], set(last["modules"]), done.stdout
+    return last["code"], set(last["modules"]), done.stdout + done.stderr
+
+
+def _heavy(modules: set[str], names: tuple[str, ...] = HEAVY) -> list[str]:
+    return sorted(m for m in modules if any(m == h or m.startswith(h + ".") for h in names))
 
 
 def _release(tmp_path: Path) -> str:
@@ -72,5 +103,65 @@ def test_query_imports_no_heavy_module(tmp_path: Path) -> None:
     for extra in ([], ["--json"], ["--group-by", "sex"]):
         code, modules, out = _loaded_after(["query", rel, "--where", "age=20..49", *extra])
         assert code == 0, out
-        heavy = sorted(m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY))
+        heavy = _heavy(modules)
         assert heavy == [], f"dpcube query {' '.join(extra)} imported {heavy}"
+
+
+def test_version_imports_no_heavy_module() -> None:
+    """``python -m dpcube --version`` (the module entry point) prints the version, light."""
+    done = subprocess.run(
+        [sys.executable, "-c", _MODULE_CHILD, "--version"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    lines = done.stdout.strip().splitlines()
+    assert done.returncode == 0 and lines[0].startswith("dpcube "), done.stdout + done.stderr
+    modules = set(json.loads(lines[-1])["modules"])
+    assert _heavy(modules) == [], f"dpcube --version imported {_heavy(modules)}"
+    assert "numpy" not in modules or "dpcube.histogram" in modules  # only through `import dpcube`
+
+
+def test_python_dash_m_dpcube_runs_the_command_line(tmp_path: Path) -> None:
+    rel = _release(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "dpcube", "query", rel, "--where", "age=20..49", "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "answer" in json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_release_imports_only_the_chosen_mechanism_family(tmp_path: Path) -> None:
+    import os
+
+    (tmp_path / "p.csv").write_text("age,sex\n" + "".join(f"{i},F\n" for i in range(30)))
+    (tmp_path / "s.json").write_text(
+        json.dumps(
+            {"attributes": [{"name": "age", "kind": "ordinal", "range": [0, 99], "width": 10}]}
+        )
+    )
+    env = {**os.environ, "DPCUBE_HOME": str(tmp_path / "home")}
+    argv = [
+        "release",
+        str(tmp_path / "p.csv"),
+        "--schema",
+        str(tmp_path / "s.json"),
+        "--mechanism",
+        "identity",
+        "--epsilon",
+        "1",
+        "--total-epsilon",
+        "2",
+        "--seed",
+        "1",
+        "--no-report",
+        "--out",
+        str(tmp_path / "rel"),
+    ]
+    code, modules, out = _loaded_after(argv, env)
+    assert code == 0, out
+    others = _heavy(modules, (*FAMILIES, "fastapi", "uvicorn", "dpcube.serve", "dpcube.report"))
+    assert others == [], f"dpcube release --mechanism identity imported {others}"

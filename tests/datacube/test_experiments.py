@@ -1,11 +1,11 @@
-"""The data-cube experiments' own code paths (the runs themselves are in docs/experiments)."""
+"""The data-cube experiments' own code paths (the runs themselves are in experiments/docs)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from dpcube.experiments.datacube import Cube, lpre_summary, lpre_timing
 from dpcube.mechanisms.datacube.lattice import Lattice, rollup
+from experiments.datacube import Cube, lpre_summary, lpre_timing
 
 
 def test_fig9b_lpre_choices_time_every_choice() -> None:

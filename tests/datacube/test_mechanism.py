@@ -3,7 +3,6 @@ from sources, queries, persistence and the command line (spec section 11 T3, T4,
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpcube import Histogram, Schema
-from dpcube.errors import BudgetError, DataError, ParameterError, QueryError
+from dpcube.errors import DataError, ParameterError, QueryError
 from dpcube.histogram import histogram
 from dpcube.mechanisms.datacube import CubeSource, CuboidRelease, DataCube
 from dpcube.mechanisms.datacube.geometry import CubeGeometry
@@ -319,29 +318,6 @@ def test_spatial_attribute_contributes_two_axes() -> None:
 
 
 # -- command line -------------------------------------------------------------------------------------
-def test_cli_arguments_build_the_mechanism() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--epsilon", type=float)
-    parser.add_argument("--delta", type=float, default=None)
-    parser.add_argument("--neighbour", default="add_remove")
-    DataCube.add_cli_arguments(parser)
-    args = parser.parse_args(
-        ["--epsilon", "0.5", "--method", "pmost", "--publish", "k=2", "--consistency", "l2"]
-    )
-    mech = DataCube.from_cli(args, {"theta0": 0.3})
-    assert (mech.method, mech.publish, mech.consistency, mech.theta0, mech.epsilon) == (
-        "pmost",
-        "k=2",
-        "l2",
-        0.3,
-        0.5,
-    )
-    default = DataCube.from_cli(parser.parse_args(["--epsilon", "1"]), {})
-    assert (default.method, default.publish, default.consistency) == ("bmax", "all", None)
-    with pytest.raises(BudgetError, match="pure epsilon-DP"):
-        DataCube.from_cli(parser.parse_args(["--epsilon", "1", "--delta", "1e-6"]), {})
-
-
 def test_cli_release_and_query(tmp_path: Path) -> None:
     from dpcube.cli.main import main
 
@@ -397,12 +373,12 @@ def test_t21_adult_errors_do_not_depend_on_the_data(data_dir: Path) -> None:
     assert bits(CubeGeometry(schema).mask(real.sources[0])) == list(range(5))
 
 
-# -- the experiment driver (dpcube bench datacube) -------------------------------------------------------
+# -- the experiment driver (python -m experiments.datacube) -------------------------------------------------------
 def test_bench_exp_v_cardinality_two(tmp_path: Path) -> None:
     """Exp-V at cardinality 2 (spec R5): BMax and PMost both measure only the base cuboid (= Base),
     and All's average cuboid error is E|Lap(128)| = 128 up to sampling: over the 3^7 cells the mean
     of |noise| (sd about 128) has s.e. 128 / sqrt(2187) < 3, so 5 s.e. is 15."""
-    from dpcube.experiments.datacube import main
+    from experiments.datacube import main
 
     assert (
         main(

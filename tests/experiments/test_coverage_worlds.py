@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dpcube.experiments import coverage_worlds as cw
+from experiments import coverage_worlds as cw
 
 
 def test_generated_worlds_cover_at_the_stated_level(tmp_path: Path) -> None:

@@ -10,8 +10,8 @@ import math
 import pandas as pd
 import pytest
 
-from dpcube.experiments import census, datacube
-from dpcube.experiments.repetitions import (
+from experiments import census, datacube
+from experiments.repetitions import (
     SPEC_REPETITIONS,
     mean_se_table,
     repetitions,

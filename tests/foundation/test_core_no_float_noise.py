@@ -48,7 +48,6 @@ FORBIDDEN = {
 #: that is then protected like any real data set; none of them draws release noise.
 ALLOWED: dict[str, str] = {
     "demo/generator.py": "synthetic person table for the demo",
-    "mechanisms/census/generator.py": "synthetic census microdata for experiments",
 }
 
 

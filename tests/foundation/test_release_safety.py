@@ -277,12 +277,14 @@ def test_a_parameter_rejected_against_the_data_costs_nothing(tmp_path: Path, nam
 
 @pytest.mark.parametrize("name", sorted(registry.MECHANISMS))
 def test_unknown_params_are_refused_naming_the_accepted(name: str) -> None:
+    from dpcube.cli.params import refuse_unknown_params
+
     cls = registry.resolve(registry.MECHANISMS, name, "mechanism")
     with pytest.raises(DPCubeError, match=r"--param no_such_thing: .* \(accepted: "):
-        cls.check_cli_params({"no_such_thing": 1})
+        refuse_unknown_params(cls, {"no_such_thing": 1})
     with pytest.raises(DPCubeError, match="use --epsilon"):
-        cls.check_cli_params({"epsilon": 1})
-    cls.check_cli_params({p: None for p in cls.accepted_params()})
+        refuse_unknown_params(cls, {"epsilon": 1})
+    refuse_unknown_params(cls, {p: None for p in cls.accepted_params()})
 
 
 def test_a_journal_never_removes_a_file_a_save_did_not_name(tmp_path: Path) -> None:
@@ -401,3 +403,16 @@ def test_an_unknown_keyword_is_one_line_naming_the_parameters(name: str) -> None
     line = str(refused.value)
     assert line.startswith(f"{name}: ") and "'no_such_thing'" in line and "\n" not in line
     assert line.endswith("parameters: " + (", ".join(cls.accepted_params()) or "none"))
+
+
+def test_a_cells_table_giving_a_cell_twice_is_refused() -> None:
+    import pyarrow as pa
+
+    from dpcube.release.cells import check_cells_table
+
+    schema = Schema.from_dict(
+        {"attributes": [{"name": "x", "kind": "ordinal", "range": [0, 3], "width": 1}]}
+    )
+    check_cells_table(schema, pa.table({"x": [3, 1, 2, 0], "count": [1.0, 2.0, 3.0, 4.0]}))
+    with pytest.raises(ReleaseError, match="gives a cell twice"):
+        check_cells_table(schema, pa.table({"x": [0, 1, 1, 3], "count": [1.0, 2.0, 3.0, 4.0]}))

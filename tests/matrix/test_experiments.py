@@ -1,4 +1,4 @@
-"""``dpcube bench matrix`` (spec §8): a quick run of the analytic parts writes sane tables."""
+"""``python -m experiments.matrix`` (spec §8): a quick run of the analytic parts writes sane tables."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dpcube.experiments.matrix import TIE_WINDOWS, main
+from experiments.matrix import TIE_WINDOWS, main
 
 
 def _read(path: Path) -> list[dict[str, str]]:

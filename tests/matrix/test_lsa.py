@@ -217,7 +217,7 @@ def test_t27_allrange_32x32() -> None:
         assert ratios[levels - 1] == pytest.approx(expected, abs=6e-4)
     # ... but our 76th level improves (1.0881) where the spec's was rejected: which level is
     # rejected first depends on how exact ties between mirror-image splits are broken
-    # (docs/experiments/matrix-mechanism.md, tie-window table). Running longer only lowers the
+    # (experiments/docs/matrix-mechanism.md, tie-window table). Running longer only lowers the
     # error (T30), so the spec's upper tolerance holds and the paper's 1.08 is met.
     assert r.levels_count >= 75
     assert ratios[-1] <= ratios[74]
@@ -311,7 +311,7 @@ def test_t26_allrange_1024() -> None:
 @pytest.mark.slow
 def test_ablation_modes_on_allrange_512_against_the_spec() -> None:
     """Spec §6.4 (a)-(c) on AllRange(512): "best" and "all" reproduce the spec's figures exactly;
-    "sequential" does not (spec: 12 levels / 1816 rows / 1.239x; docs/experiments/matrix-mechanism.md
+    "sequential" does not (spec: 12 levels / 1816 rows / 1.239x; experiments/docs/matrix-mechanism.md
     gives the readings tried). About 35 s of CPU, most of it in "best"."""
     g = allrange_gram_1d(512)
     bound = svdb(allrange((512,)).gram)

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from dpcube.errors import QueryError
-from dpcube.experiments.leaderboard import grid_schema
 from dpcube.histogram import Histogram
 from dpcube.linalg.boxes import BoxGram, interval_gram, spread_over_boxes
 from dpcube.linalg.solve import GramSolver
@@ -22,6 +21,7 @@ from dpcube.mechanisms.matrix.plan import plan as matrix_plan
 from dpcube.mechanisms.matrix.workloads import Workload, box_gram, from_boxes
 from dpcube.planning import AutoMechanism, plan_mechanisms
 from dpcube.schema import Schema
+from experiments.leaderboard import grid_schema
 
 
 def random_boxes(dims: tuple[int, ...], q: int, seed: int = 0) -> np.ndarray:
@@ -103,7 +103,7 @@ def test_kronecker_sum_error_equals_the_dense_formula_on_8x8() -> None:
 
 
 def test_opt_kron_boxes_objective_is_the_exact_trace_and_beats_identity() -> None:
-    from dpcube.experiments.leaderboard import dpbench_random_boxes
+    from experiments.leaderboard import dpbench_random_boxes
 
     boxes = dpbench_random_boxes((16, 16), 100, seed=3)  # wide boxes: identity is not optimal
     g = BoxGram(boxes, (16, 16))

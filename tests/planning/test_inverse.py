@@ -121,7 +121,7 @@ def test_inverse_lists_every_candidate_and_benchmark_figures() -> None:
     needs = {n.label: n for n in epsilon_needs(p, 50.0, 0.95, "max")}
     assert needs["identity(laplace)"].epsilon is not None
     assert needs["privtree"].epsilon is None and needs["privtree"].basis == "benchmark"
-    assert "docs/experiments/location.md" in needs["privtree"].note
+    assert "experiments/docs/location.md" in needs["privtree"].note
     # more precision needs more budget
     tight = {n.label: n for n in epsilon_needs(p, 25.0, 0.95, "max")}
     assert tight["identity(laplace)"].epsilon > needs["identity(laplace)"].epsilon

@@ -173,8 +173,8 @@ def test_benchmark_candidates_are_listed_and_never_recommended_as_exact() -> Non
     assert {c.mechanism for c in bench} >= {"htf", "privtree", "quadtree", "kdtree", "ug", "ag"}
     for c in bench:
         assert math.isnan(c.expected_error) and c.benchmark is not None
-        assert "docs/experiments/location.md" in c.benchmark["source"]
-        assert c.benchmark["command"].startswith("dpcube bench spatial")
+        assert "experiments/docs/location.md" in c.benchmark["source"]
+        assert c.benchmark["command"].startswith("python -m experiments.spatial")
     assert p.recommended.basis == "exact"
     assert "Not compared" in p.reason and "privtree" in p.reason
 

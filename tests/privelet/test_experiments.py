@@ -1,4 +1,4 @@
-"""The experiment helpers of ``dpcube bench privelet`` (spec 8.2, 8.3) and the command itself."""
+"""The experiment helpers of ``python -m experiments.privelet`` (spec 8.2, 8.3) and the command itself."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from dpcube import Histogram
-from dpcube.experiments.privelet import (
+from experiments.privelet import (
     accuracy_on_data,
     coverage,
     linear_fit,

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import argparse
 import math
 
 import numpy as np
@@ -306,17 +305,6 @@ def test_variance_model_save_load_and_bounds(tmp_path) -> None:
     q = [{"x": [1, 6], "h": "e"}, {}]
     np.testing.assert_allclose(loaded.variance_many(q), release.variance_many(q))
     assert release.variance(q[0]) == pytest.approx(v * (19 / 16) * (137 / 108))
-
-
-def test_cli_hooks() -> None:
-    parser = argparse.ArgumentParser()
-    PriveletPlus.add_cli_arguments(parser)
-    Privelet.add_cli_arguments(parser)
-    args = parser.parse_args(["--plain-attributes", "age, gender"])
-    args.epsilon, args.neighbour, args.delta = 0.5, "add_remove", None
-    mech = PriveletPlus.from_cli(args, {})
-    assert mech.plain_attributes == ("age", "gender") and mech.neighbour == "add_remove"
-    assert Privelet.from_cli(args, {}).plain_attributes == ()
 
 
 # -- D1, D2: Monte Carlo ---------------------------------------------------------------------------

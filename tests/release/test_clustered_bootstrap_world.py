@@ -1,5 +1,5 @@
 """The spatial bootstrap world is as clustered as the release's own leaf pairs say (issue #13 part
-3, docs/experiments/coverage.md "Uniformity error"): the dispersion estimator on data whose answer
+3, experiments/docs/coverage.md "Uniformity error"): the dispersion estimator on data whose answer
 is known, the cascade that scatters leaf counts, and where the uniformity bound still widens."""
 
 from __future__ import annotations
@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 
 from dpcube import Histogram
-from dpcube.experiments.spatial import query_boxes
 from dpcube.mechanisms.spatial._common import spatial_case_schema
 from dpcube.mechanisms.spatial.baselines import KDTree, UniformGrid
 from dpcube.mechanisms.spatial.privtree import PrivTree
@@ -18,6 +17,7 @@ from dpcube.mechanisms.spatial.release import (
 )
 from dpcube.release.cells import box_sums, prefix_sums
 from dpcube.release.uncertainty import answer_uncertainty
+from experiments.spatial import query_boxes
 
 
 def _column_pairs(m: int) -> np.ndarray:
@@ -222,11 +222,11 @@ def test_ug_intervals_cover_points_laid_out_by_the_model() -> None:
 
 
 def test_in_a_clustered_world_ug_errors_are_shifted_by_one_draw_of_the_layout() -> None:
-    """What dpcube.experiments.coverage_shift measures: in the clustered world, the mean of UG's
+    """What experiments.coverage_shift measures: in the clustered world, the mean of UG's
     bootstrap errors is the world's own uniformity error on UG's cells (one draw, the same in
     every re-run), not noise."""
-    from dpcube.experiments.coverage_shift import clustered_world_errors
     from dpcube.mechanisms.spatial.release import LeafRelease
+    from experiments.coverage_shift import clustered_world_errors
 
     side = 128
     rng = np.random.default_rng(12)

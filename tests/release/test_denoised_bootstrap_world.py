@@ -1,5 +1,5 @@
 """The kd-tree's bound (and, switched on, the clustered bootstrap world) discount the leaves'
-noise (issue #13 part 3, docs/experiments/coverage.md "Empty rectangles"): a released count in
+noise (issue #13 part 3, experiments/docs/coverage.md "Empty rectangles"): a released count in
 empty space is noise, not points; counted as points it widens the intervals there."""
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def test_the_kd_tree_bound_discounts_noise_only_where_the_release_shows_it() -> 
 def test_the_coverage_experiment_switches_the_denoised_world_on_only_when_asked(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from dpcube.experiments import coverage
+    from experiments import coverage
 
     monkeypatch.setattr(leaf_release, "DENOISE_CLUSTERED_WORLD", False)
     small = ["--quick", "--releases", "1", "--runs", "20", "--queries", "10"]

@@ -95,8 +95,8 @@ def test_bootstrap_covers_the_truth_at_close_to_nominal_on_privtree() -> None:
     # of 0.95 over 240 answers is sqrt(0.95 * 0.05 / 240) = 0.014 (answers of one release are
     # correlated, so we allow 3 SE: 0.04) -> accept [0.86, 1.0), and require it not be trivially
     # wide (< 1: some answer falls outside).
-    from dpcube.experiments.spatial import query_boxes
     from dpcube.release.cells import box_sums, prefix_sums
+    from experiments.spatial import query_boxes
 
     F = _grid(32, seed=1)
     hist = Histogram(spatial_case_schema(32, 32), F)
@@ -206,7 +206,7 @@ def test_bootstrap_errors_shape_and_seed() -> None:
 
 @pytest.mark.parametrize("quick", [True])
 def test_coverage_experiment_quick(tmp_path: Path, quick: bool) -> None:
-    from dpcube.experiments.coverage import main
+    from experiments.coverage import main
 
     assert main(["--quick", "--out", str(tmp_path)]) == 0
     text = (tmp_path / "coverage.md").read_text()
@@ -252,7 +252,7 @@ def test_coverage_diagnostics_refuse_bad_arguments_in_one_line(
     line on stderr and exit 2, before any data is read or release made."""
     import importlib
 
-    main = importlib.import_module(f"dpcube.experiments.{module}").main
+    main = importlib.import_module(f"experiments.{module}").main
     with pytest.raises(SystemExit) as exit_info:
         main(["--data-dir", str(tmp_path), *extra])
     assert exit_info.value.code == 2

@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dpcube.experiments.quadtree_height import main, random_boxes, summary, sweep
 from dpcube.mechanisms.spatial import QuadTree
 from dpcube.mechanisms.spatial.baselines import quadtree_height
 from dpcube.release.cells import box_sums, prefix_sums
+from experiments.quadtree_height import main, random_boxes, summary, sweep
 
 
 def test_height_rules() -> None:

@@ -1,5 +1,5 @@
 """The command line: ``dpcube release --mechanism htf`` with user-level bounding, ``dpcube
-query``, and ``dpcube bench spatial --quick`` on synthetic data."""
+query``, and ``python -m experiments.spatial --quick`` on synthetic data."""
 
 from __future__ import annotations
 
@@ -83,12 +83,12 @@ def test_release_htf_user_level_and_query(
     assert load_release(tmp_path / "k").metadata.mechanism == "kdtree"
 
 
-def test_bench_spatial_quick(tmp_path: Path) -> None:
+def test_spatial_experiment_quick(tmp_path: Path) -> None:
+    from experiments.spatial import main as spatial_main
+
     out = tmp_path / "bench"
-    code = main(
+    code = spatial_main(
         [
-            "bench",
-            "spatial",
             "--out",
             str(out),
             "--quick",
@@ -130,9 +130,9 @@ def test_real_dpbench_grid_and_geolife(data_dir: Path) -> None:
     """HTF on the Gowalla check-ins grid (256 x 256, 6.4M points): heights from the rule, a tiling,
     every path spends epsilon; GeoLife points are counted through the engine."""
     from dpcube import Histogram
-    from dpcube.experiments.spatial import geolife_dataset
     from dpcube.mechanisms.spatial import HTF
     from dpcube.mechanisms.spatial._common import spatial_case_schema
+    from experiments.spatial import geolife_dataset
 
     F = np.rint(np.load(data_dir / "dpbench" / "2D" / "checkin_256_256.npy")).astype(np.int64)
     r = HTF(0.1).release(Histogram(spatial_case_schema(256, 256), F), random_state=1)
@@ -151,7 +151,7 @@ def test_geolife_core_window_drops_points_outside_beijing(tmp_path: Path) -> Non
     """The ``core`` window bins over GEOLIFE_CORE_BBOX and drops (and counts) what lies outside."""
     import gzip
 
-    from dpcube.experiments.spatial import GEOLIFE_CORE_BBOX, geolife_dataset
+    from experiments.spatial import GEOLIFE_CORE_BBOX, geolife_dataset
 
     (tmp_path / "geolife").mkdir()
     rows = ["lat,lng,datetime,uid", "39.9,116.3,2008-10-23 05:53:05,001",

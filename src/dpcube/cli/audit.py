@@ -98,7 +98,7 @@ def _check(args: argparse.Namespace) -> None:
 
 def handler(args: argparse.Namespace) -> int:
     from dpcube.cli.main import parse_params
-    from dpcube.cli.params import coerce_params
+    from dpcube.cli.params import coerce_params, refuse_unknown_params
     from dpcube.testing import audit as A
 
     _check(args)
@@ -130,7 +130,7 @@ def handler(args: argparse.Namespace) -> int:
     else:
         cls = registry.resolve(registry.MECHANISMS, args.mechanism, "mechanism")
         params = parse_params(args.param)
-        cls.check_cli_params(params)
+        refuse_unknown_params(cls, params)
         params = coerce_params(cls, params)
         epsilon = 1.0 if args.epsilon is None else args.epsilon
         neighbours = [args.neighbour] if args.neighbour else None

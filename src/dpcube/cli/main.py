@@ -1,6 +1,6 @@
 """The ``dpcube`` command line.
 
-Sub-commands: ``release``, ``query``, ``budget``, ``demo``, ``bench`` and those registered in
+Sub-commands: ``release``, ``query``, ``budget``, ``demo`` and those registered in
 :data:`dpcube.registry.COMMANDS`. Errors print as one line (``--debug`` shows the traceback).
 """
 
@@ -11,10 +11,11 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from dpcube import progress, registry
-from dpcube.cli.params import bootstrap_runs, coerce_params, query_runs
+from dpcube.cli import mechanism_flags
+from dpcube.cli.params import bootstrap_runs, coerce_params, query_runs, refuse_unknown_params
 from dpcube.errors import DPCubeError, QueryError, UsageError, library_error_line
 
 if TYPE_CHECKING:
@@ -151,12 +152,10 @@ def parse_where(text: str) -> dict[str, Any]:
 # -- release ----------------------------------------------------------------------------------
 
 
-def _ledger(args: argparse.Namespace) -> Any:
-    """The ledger of the data set: named by ``--dataset``, else the fingerprint of the records.
-
-    The identity is kept in ``args.dataset_identity`` so that counting does not fingerprint the
-    data a second time; it is never printed or released.
-    """
+def _ledger(args: argparse.Namespace) -> tuple[Any, str]:
+    """The ledger of the data set and its identity: named by ``--dataset``, else the fingerprint
+    of the records (returned so that counting does not fingerprint the data a second time; it is
+    never printed or released)."""
     from dpcube.privacy.accounting import identity_of_path, name_identity
     from dpcube.privacy.ledger import BudgetLedger
 
@@ -165,11 +164,10 @@ def _ledger(args: argparse.Namespace) -> Any:
     else:
         with progress.step("fingerprinting the data"):
             identity = identity_of_path(args.data)
-    args.dataset_identity = identity
     ledger = BudgetLedger.for_identity(identity, args.ledger_dir)
     if not args.dataset:
         ledger.source = str(args.data)
-    return ledger
+    return ledger, identity
 
 
 def _refuse_out_in_budget_state(args: argparse.Namespace) -> None:
@@ -212,7 +210,6 @@ def cmd_release(args: argparse.Namespace) -> int:
 
     Nothing that can be checked without the noise is checked after the ledger is charged.
     """
-    from dpcube.errors import DataError
     from dpcube.release import curator
     from dpcube.release.base import check_output_directory
     from dpcube.release.uncertainty import MIN_RUNS
@@ -227,6 +224,7 @@ def cmd_release(args: argparse.Namespace) -> int:
             f"{args.bootstrap_runs}"
         )
     cls = registry.resolve(registry.MECHANISMS, args.mechanism, "mechanism")
+    mechanism_flags.refuse_foreign_flags(args, args.mechanism, cls)
     _refuse_out_in_budget_state(args)
     check_output_directory(args.out, args.overwrite)
     _probe_writable(args.out, "--out")
@@ -234,17 +232,13 @@ def cmd_release(args: argparse.Namespace) -> int:
         _probe_writable(curator_log, "--curator-log")
     schema = Schema.from_file(args.schema) if args.schema else None
     params = parse_params(args.param)
-    cls.check_cli_params(params)
-    cls.check_cli_engine(args)
+    refuse_unknown_params(cls, params)
     _configure_engine(args)
     params = coerce_params(cls, params)
-    try:
-        mechanism = cls.from_cli(args, params)
-    except (TypeError, ValueError) as exc:
-        accepted = ", ".join(cls.accepted_params()) or "none"
-        raise DataError(
-            f"--param: {args.mechanism} refused its parameters ({exc}); accepted: {accepted}"
-        ) from None
+    mechanism = mechanism_flags.build_mechanism(args, args.mechanism, cls, params)
+    if schema is not None and args.mechanism in mechanism_flags.PLANS_FROM_SCHEMA:
+        cast(Any, mechanism).choose(schema)  # plan now, before any data is read or counted
+    mechanism_flags.check_input_flags(args, args.mechanism)
     # Printed once the release succeeded, so that a refused command stays one error line.
     note = (
         f"note: {args.mechanism} draws Laplace noise here (pure epsilon-DP): --delta "
@@ -253,13 +247,13 @@ def cmd_release(args: argparse.Namespace) -> int:
         else ""
     )
     requested = _requested_total(args)
-    ledger = _ledger(args)
+    ledger, identity = _ledger(args)
     if requested is not None:
         ledger.check_requested_total(requested)  # early; charged under it in one transaction
     else:
         ledger.total()  # refuses a data set with no total budget, before the data is counted
     with progress.step("counting the data"):
-        data = cls.cli_data(args, schema)
+        data = mechanism_flags.count_input(args, args.mechanism, schema, dataset_identity=identity)
     check_output_directory(args.out, args.overwrite)  # again, right before the charge
     _probe_writable(args.out, "--out")
     if curator_log is not None:
@@ -585,7 +579,7 @@ def cmd_budget(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    ledger = _ledger(args)
+    ledger, _ = _ledger(args)
     if args.set_total is not None:
         ledger.set_total(args.set_total, args.set_total_delta)
     elif args.set_total_delta is not None:
@@ -650,7 +644,7 @@ def cmd_budget(args: argparse.Namespace) -> int:
     return 0
 
 
-# -- demo and bench ---------------------------------------------------------------------------
+# -- demo -------------------------------------------------------------------------------
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -661,18 +655,22 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(rows=args.rows, out=Path(args.out), epsilon=args.epsilon, seed=args.seed)
 
 
-def cmd_bench(args: argparse.Namespace) -> int:
-    main_fn = registry.resolve(registry.BENCHMARKS, args.name, "benchmark")
-    result: int = main_fn(args.rest)
-    return result
-
-
 # -- parser -----------------------------------------------------------------------------------
 
 
-#: Sub-commands that need neither the mechanisms nor the registered extra commands: their parser
-#: is built without importing them (``dpcube query`` starts in a fraction of a second).
-LIGHT_COMMANDS = ("query", "budget", "demo", "export", "report", "serve")
+#: Every sub-command's one-line help, read without importing the module that builds it.
+SUMMARIES: dict[str, str] = {
+    "release": "release a data set under a mechanism",
+    "query": "answer a query from a release",
+    "budget": "show (or set) a data set's privacy budget",
+    "demo": "generate a synthetic person table, release it and query it",
+    "plan": "expected error of every mechanism on a workload, or the epsilon a target error "
+    "needs (no data read, no budget spent)",
+    "export": "write a release's labelled table (CSV or Parquet)",
+    "audit": "statistical privacy audit of a mechanism on synthetic neighbouring data",
+    "serve": "answer queries on releases over HTTP (read-only)",
+    "report": "write a release's self-contained HTML report (figures with error bars)",
+}
 
 
 def _command_of(argv: Sequence[str]) -> str | None:
@@ -680,16 +678,8 @@ def _command_of(argv: Sequence[str]) -> str | None:
     return next((a for a in argv if not a.startswith("-")), None)
 
 
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The ``dpcube`` parser; for a light ``command`` (:data:`LIGHT_COMMANDS`) the mechanisms'
-    options and the extra commands are left out, so that none of their modules is imported."""
-    light = command in LIGHT_COMMANDS
-    parser = argparse.ArgumentParser(prog="dpcube", description="Differentially private counts.")
-    parser.add_argument("--debug", action="store_true", help="show tracebacks")
-    parser.add_argument("--version", action="version", version=f"dpcube {_version()}")
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    p = sub.add_parser("release", help="release a data set under a mechanism")
+def _add_release(sub: Any, with_domains: bool = True) -> None:
+    p = sub.add_parser("release", help=SUMMARIES["release"])
     p.add_argument("data", help="CSV/Parquet file or directory of Parquet files")
     p.add_argument("--schema", help="schema file (YAML or JSON)")
     p.add_argument("--mechanism", required=True, choices=sorted(registry.MECHANISMS))
@@ -778,11 +768,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         action="store_true",
         help="do not write the HTML report (REL/report.html; `dpcube report REL` writes it later)",
     )
-    for name in [] if light else sorted(registry.MECHANISMS):
-        registry.resolve(registry.MECHANISMS, name, "mechanism").add_cli_arguments(p)
+    mechanism_flags.add_flags(p, with_domains=with_domains)
     p.set_defaults(func=cmd_release)
 
-    p = sub.add_parser("query", help="answer a query from a release")
+
+def _add_query(sub: Any) -> None:
+    p = sub.add_parser("query", help=SUMMARIES["query"])
     p.add_argument("release", help="release directory")
     p.add_argument(
         "--where",
@@ -827,7 +818,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_query)
 
-    p = sub.add_parser("budget", help="show (or set) a data set's privacy budget")
+
+def _add_budget(sub: Any) -> None:
+    p = sub.add_parser("budget", help=SUMMARIES["budget"])
     p.add_argument("data")
     p.add_argument("--set-total", type=float, default=None, metavar="EPSILON")
     p.add_argument(
@@ -838,7 +831,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_budget)
 
-    p = sub.add_parser("demo", help="generate a synthetic person table, release it and query it")
+
+def _add_demo(sub: Any) -> None:
+    p = sub.add_parser("demo", help=SUMMARIES["demo"])
     p.add_argument("--rows", type=int, default=1_000_000)
     p.add_argument("--out", default="dpcube-demo")
     p.add_argument("--epsilon", type=float, default=0.5)
@@ -847,16 +842,45 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_demo)
 
-    p = sub.add_parser("bench", help="run an experiment: " + ", ".join(sorted(registry.BENCHMARKS)))
-    p.add_argument("name", choices=sorted(registry.BENCHMARKS) or None)
-    p.add_argument("rest", nargs=argparse.REMAINDER, help="the experiment's own options")
-    p.set_defaults(func=cmd_bench)
 
-    for name in sorted(registry.COMMANDS):
-        if light and name != command:
-            sub.add_parser(name, help=f"(see dpcube {name} --help)")
-            continue
-        registry.resolve(registry.COMMANDS, name, "command")(sub)
+
+#: The sub-commands built here; the others are registered in :data:`dpcube.registry.COMMANDS`.
+_BUILT_IN: dict[str, Any] = {
+    "release": _add_release,
+    "query": _add_query,
+    "budget": _add_budget,
+    "demo": _add_demo,
+}
+
+
+def build_parser(
+    command: str | None = None, *, help_wanted: bool = False
+) -> argparse.ArgumentParser:
+    """The ``dpcube`` parser.
+
+    With no ``command`` every sub-command is built in full (the generated reference, the fuzz
+    tests). With one, only that sub-command is: the others are placeholders that carry their
+    one-line help (:data:`SUMMARIES`), so that no module of a command not run is imported
+    (``dpcube query`` and ``dpcube --version`` import no mechanism, planner or web framework).
+    ``help_wanted``: ``release --help`` states the declared domains (it imports the mechanisms).
+    """
+    return _parser(command, everything=command is None, help_wanted=help_wanted)
+
+
+def _parser(command: str | None, *, everything: bool, help_wanted: bool) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dpcube", description="Differentially private counts.")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    parser.add_argument("--version", action="version", version=f"dpcube {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in (*_BUILT_IN, *sorted(registry.COMMANDS)):
+        if not everything and name != command:
+            sub.add_parser(name, help=SUMMARIES[name])
+        elif name == "release":
+            _add_release(sub, with_domains=everything or help_wanted)
+        elif name in _BUILT_IN:
+            _BUILT_IN[name](sub)
+        else:
+            registry.resolve(registry.COMMANDS, name, "command")(sub)
     return parser
 
 
@@ -870,7 +894,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     debug = "--debug" in argv
     try:
-        args = build_parser(_command_of(argv)).parse_args(argv)
+        help_wanted = "-h" in argv or "--help" in argv
+        command = _command_of(argv)
+        parser = _parser(command, everything=False, help_wanted=help_wanted)
+        args = parser.parse_args(argv)
         progress.enable()
         code: int = args.func(args)
         return code

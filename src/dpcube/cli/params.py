@@ -6,7 +6,7 @@ mechanism's declaration of that parameter (:class:`dpcube.mechanisms.params.Para
 bounds, choices), the same check its constructor makes, and refuses a value outside it with one
 line naming the mechanism, the parameter, the value and the domain. A parameter a mechanism does
 not declare falls back to the annotation of its ``__init__`` (a wrong type is refused); names the
-constructor does not have are left for :meth:`Mechanism.check_cli_params` to refuse.
+constructor does not have are refused by :func:`refuse_unknown_params`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import types
 import typing
 from typing import Any
 
-from dpcube.errors import DPCubeError, UsageError
+from dpcube.errors import DPCubeError, ParameterError, UsageError
 
 _NAMES = {int: "an integer", float: "a number", str: "text", bool: "true or false"}
 
@@ -70,6 +70,21 @@ def _check(value: Any, allowed: list[Any]) -> tuple[bool, Any]:
     if isinstance(value, dict):
         return dict in allowed, value
     return False, value
+
+
+#: Constructor arguments set by their own ``dpcube release`` flags, never by ``--param``.
+PRIVACY_FLAGS = ("epsilon", "delta", "neighbour")
+
+
+def refuse_unknown_params(cls: Any, params: dict[str, Any]) -> None:
+    """Refuse a ``--param`` name that ``cls``'s constructor does not take (or that has a flag of
+    its own: ``--epsilon``, ``--delta``, ``--neighbour``), naming the names it accepts."""
+    accepted = cls.accepted_params()
+    for key in params:
+        if key not in accepted:
+            flag = f"--{key.replace('_', '-')}" if key in PRIVACY_FLAGS else None
+            hint = f"use {flag}" if flag else "accepted: " + (", ".join(accepted) or "none")
+            raise ParameterError(f"--param {key}: {cls.name} has no such parameter ({hint})")
 
 
 def coerce_params(cls: type, params: dict[str, Any]) -> dict[str, Any]:
@@ -136,4 +151,10 @@ def query_runs(text: str) -> int:
         raise UsageError(f"--runs {text}: {exc}") from None
 
 
-__all__ = ["bootstrap_runs", "coerce_params", "query_runs"]
+__all__ = [
+    "PRIVACY_FLAGS",
+    "bootstrap_runs",
+    "coerce_params",
+    "query_runs",
+    "refuse_unknown_params",
+]

@@ -31,7 +31,6 @@ Each mechanism declares, as code rather than a comment (as in OpenDP):
 
 from __future__ import annotations
 
-import argparse
 import functools
 import inspect
 import math
@@ -50,7 +49,6 @@ from dpcube.errors import (
     ParameterError,
     ResourceError,
     SpentBudgetError,
-    UsageError,
 )
 from dpcube.histogram import Histogram
 from dpcube.mechanisms.params import ParamSpec, specs_by_name
@@ -61,25 +59,8 @@ from dpcube.privacy.random import RandomSource, resolve_random_state
 from dpcube.release.base import Release, ReleaseMetadata
 from dpcube.schema import Schema
 
-#: Constructor arguments set by their own ``dpcube release`` flags, never by ``--param``.
-_PRIVACY_FLAGS = ("epsilon", "delta", "neighbour")
-
-
-def refuse_delta(args: argparse.Namespace, name: str) -> None:
-    """Refuse ``--delta`` for a pure epsilon-DP mechanism (a flag is never silently ignored).
-
-    >>> refuse_delta(argparse.Namespace(delta=None), "privelet")
-    >>> refuse_delta(argparse.Namespace(delta=1e-6), "privelet")
-    Traceback (most recent call last):
-    ...
-    dpcube.errors.BudgetError: --delta 1e-06: the privelet mechanism is pure epsilon-DP (Laplace noise, no delta); drop --delta
-    """
-    delta = getattr(args, "delta", None)
-    if delta:
-        raise BudgetError(
-            f"--delta {delta:g}: the {name} mechanism is pure epsilon-DP (Laplace noise, no delta); "
-            "drop --delta"
-        )
+#: The privacy arguments every constructor takes (the guarantee, not the configuration).
+_PRIVACY_ARGUMENTS = ("epsilon", "delta", "neighbour")
 
 
 #: Largest integer noise scale the exact samplers draw (their integer arithmetic is int64).
@@ -241,23 +222,10 @@ class Mechanism(ABC):
         """Tiny-domain cases for :mod:`dpcube.testing.conformance` (every mechanism must give some)."""
         raise NotImplementedError(f"{cls.__name__} declares no conformance cases")
 
-    # -- command line (``dpcube release --mechanism NAME``) -------------------------------------
-    @classmethod
-    def add_cli_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        """Add this mechanism's own flags to ``dpcube release`` (names must not clash).
-
-        The default adds none: ``--param key=value`` reaches every constructor argument.
-        """
-        return
-
-    @classmethod
-    def from_cli(cls, args: argparse.Namespace, params: dict[str, Any]) -> Mechanism:
-        """Build the mechanism from ``dpcube release`` arguments and ``--param key=value`` pairs."""
-        return cls(epsilon=args.epsilon, delta=args.delta, neighbour=args.neighbour, **params)
-
     @classmethod
     def accepted_params(cls) -> list[str]:
-        """Names ``--param`` accepts: the constructor's arguments besides the privacy flags."""
+        """The configuration parameters: the constructor's arguments besides the privacy ones
+        (``epsilon``, ``delta``, ``neighbour``)."""
         names: list[str] = []
         for klass in cls.__mro__:
             init = klass.__dict__.get("__init__")
@@ -267,58 +235,11 @@ class Mechanism(ABC):
             for p in params:
                 if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
                     continue
-                if p.name not in ("self", *_PRIVACY_FLAGS, *names):
+                if p.name not in ("self", *_PRIVACY_ARGUMENTS, *names):
                     names.append(p.name)
             if not any(p.kind == p.VAR_KEYWORD for p in params):
                 break
         return names
-
-    @classmethod
-    def counting_engines(cls, args: argparse.Namespace) -> tuple[tuple[str, ...], str]:
-        """The ``--engine`` values :meth:`cli_data` counts with for ``args``, and why not others.
-
-        Every engine by default (:meth:`cli_data` builds a histogram, which any engine counts); a
-        mechanism that counts its input elsewhere narrows this, so that no flag is ignored.
-        """
-        return ("duckdb", "spark"), ""
-
-    @classmethod
-    def check_cli_engine(cls, args: argparse.Namespace) -> None:
-        """Refuse an ``--engine`` that :meth:`cli_data` would not use (before any counting)."""
-        engine = getattr(args, "engine", "duckdb")
-        engines, why = cls.counting_engines(args)
-        if engine not in engines:
-            raise UsageError(
-                f"--engine {engine}: --mechanism {cls.name} counts its input with "
-                f"{' or '.join(engines)} only{why}; rerun without --engine {engine}"
-            )
-
-    @classmethod
-    def check_cli_params(cls, params: dict[str, Any]) -> None:
-        """Refuse an unknown ``--param`` name, with the names this mechanism accepts."""
-        accepted = cls.accepted_params()
-        for key in params:
-            if key not in accepted:
-                flag = f"--{key.replace('_', '-')}" if key in _PRIVACY_FLAGS else None
-                hint = f"use {flag}" if flag else "accepted: " + (", ".join(accepted) or "none")
-                raise ParameterError(f"--param {key}: {cls.name} has no such parameter ({hint})")
-
-    @classmethod
-    def cli_data(cls, args: argparse.Namespace, schema: Schema | None) -> Any:
-        """The input of :meth:`release` from ``dpcube release`` arguments (a histogram by default)."""
-        from dpcube.errors import SchemaError
-        from dpcube.histogram import histogram
-
-        if schema is None:
-            raise SchemaError(f"--mechanism {cls.name} needs --schema")
-        return histogram(
-            args.data,
-            schema,
-            on_out_of_domain=args.on_out_of_domain,
-            engine=getattr(args, "engine", "duckdb"),
-            dataset=getattr(args, "dataset_identity", None),
-            show_values=bool(getattr(args, "show_values", False)),
-        )
 
     # -- scikit-learn style parameters ---------------------------------------------------------
     def get_params(self) -> dict[str, Any]:

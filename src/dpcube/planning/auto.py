@@ -169,15 +169,6 @@ class AutoMechanism(Mechanism):
         raise NotImplementedError("AutoMechanism.release delegates to the chosen mechanism")
 
     @classmethod
-    def from_cli(cls, args: Any, params: dict[str, Any]) -> Mechanism:
-        options = {"workload": getattr(args, "workload", None)}
-        options.update(params)
-        mech = cls(epsilon=args.epsilon, delta=args.delta, neighbour=args.neighbour, **options)
-        if getattr(args, "schema", None):  # plan now, before any data is read or counted
-            mech.choose(Schema.from_file(args.schema))
-        return mech
-
-    @classmethod
     def conformance_cases(cls) -> list[Any]:
         from dpcube.testing.conformance import MIXED_QUERIES, Case, mixed_schema
 

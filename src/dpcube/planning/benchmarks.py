@@ -12,8 +12,8 @@ from typing import Any
 
 from dpcube.planning.plan import Candidate
 
-SPATIAL_SOURCE = "docs/experiments/location.md, Fig. 6 (MRE %, random-shape rectangles, eps = 0.1)"
-SPATIAL_COMMAND = "dpcube bench spatial --data-dir ../shared/data --out results/"
+SPATIAL_SOURCE = "experiments/docs/location.md, Fig. 6 (MRE %, random-shape rectangles, eps = 0.1)"
+SPATIAL_COMMAND = "python -m experiments.spatial --data-dir ../shared/data --out results/"
 #: label -> (registry name, MRE % on the LA-like proxy, on Gowalla, data sets of 14 where best).
 SPATIAL_FIGURES: dict[str, tuple[str, float, float, int]] = {
     "privtree": ("privtree", 0.983, 33.4, 12),
@@ -26,9 +26,9 @@ SPATIAL_FIGURES: dict[str, tuple[str, float, float, int]] = {
     "uniform": ("uniform", 413.0, 1.84e5, 0),
 }
 
-CENSUS_SOURCE = "docs/experiments/census-hierarchy.md, Table 7 analogue (IPUMS CPS, L1 per level 1)"
+CENSUS_SOURCE = "experiments/docs/census-hierarchy.md, Table 7 analogue (IPUMS CPS, L1 per level 1)"
 CENSUS_COMMAND = (
-    "dpcube bench census --data-dir ../shared/data --out OUT/ipums --datasets ipums "
+    "python -m experiments.census --data-dir ../shared/data --out OUT/ipums --datasets ipums "
     '--epsilons 0.1,0.5,1.0 --seeds 10 --scaling-ks ""'
 )
 #: label -> (method, {epsilon: L1 error at level 1 on IPUMS CPS}).

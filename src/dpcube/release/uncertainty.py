@@ -57,7 +57,7 @@ release's own neighbouring leaves are
 cannot tell (the kd-tree's median splits equalise sibling counts) the interval is widened by
 the Bhatia-Davis bound of the uniformity error instead, each cut leaf's noise variance
 discounted from its squared count (:func:`answer_uncertainty`; measured
-coverage in ``docs/experiments/coverage.md``). Where every re-run cuts the same leaves (UG, the
+coverage in ``experiments/docs/coverage.md``). Where every re-run cuts the same leaves (UG, the
 quadtree, AG: ``LeafRelease.reruns_keep_the_leaves``) a clustered world would give one draw of its
 layout, the same in every replicate: there the world is even and the interval is widened by the
 model's variance ``r V_u``.
@@ -89,7 +89,7 @@ from dpcube.release.base import Release, ReleaseMetadata
 #: the next call (:meth:`Release.replicate_answers`).
 KEEP_REPLICATE_PREFIX_BYTES = 256 << 20
 #: Replicates of the bootstrap when ``runs`` is not given (the 2.5 % and 97.5 % quantiles of 200
-#: errors rest on 5 errors each side; see docs/experiments/coverage.md).
+#: errors rest on 5 errors each side; see experiments/docs/coverage.md).
 DEFAULT_RUNS = 200
 #: Replicates ``dpcube release`` stores with a bootstrap release unless ``--bootstrap-runs`` says
 #: otherwise: half the query default, so that a release of a tree costs a modest multiple of the
@@ -147,7 +147,7 @@ INTERVAL_KIND: dict[str, IntervalKind] = {
 #: equalise sibling counts (the kd-tree). 0 is the Bhatia-Davis bound (no assumption on how the
 #: points lie inside a leaf); larger values assume more even leaves. How each leaf release is
 #: widened is its own ``uniformity_widening`` (no tuning on the evaluation data;
-#: docs/experiments/coverage.md).
+#: experiments/docs/coverage.md).
 UNIFORMITY_KAPPA = 0.0
 
 
@@ -436,7 +436,7 @@ MODEL_NOTE = "model-based: valid only as far as the bootstrap world resembles th
 #: What a flagged answer says (:attr:`Uncertainty.untrusted`).
 UNTRUSTED_NOTE = (
     "NOT TRUSTED: a model-based interval, not valid by construction; it holds only as far as "
-    "the data resembles the bootstrap's model (docs/experiments/coverage.md)"
+    "the data resembles the bootstrap's model (experiments/docs/coverage.md)"
 )
 
 

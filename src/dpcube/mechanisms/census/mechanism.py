@@ -30,7 +30,6 @@ cannot be charged to a budget ledger.
 
 from __future__ import annotations
 
-import argparse
 import math
 import time
 from collections.abc import Callable
@@ -39,10 +38,9 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcube.engine.counting import REGION_OF_UNIT
 from dpcube.errors import BudgetError, DataError
 from dpcube.histogram import Histogram
-from dpcube.mechanisms.base import Mechanism, SensitivityClaim, refuse_delta
+from dpcube.mechanisms.base import Mechanism, SensitivityClaim
 from dpcube.mechanisms.census import privacy as P
 from dpcube.mechanisms.census.baselines import (
     DEFAULT_QP_TOLERANCE,
@@ -339,116 +337,6 @@ class CensusHierarchy(Mechanism):
             )
         )
         return cases
-
-    # -- command line ---------------------------------------------------------------------------
-    @classmethod
-    def add_cli_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument(
-            "--group-by",
-            dest="group_by",
-            metavar="UNIT",
-            help="census-hierarchy: the unit (group) id column",
-        )
-        parser.add_argument(
-            "--region",
-            dest="region",
-            metavar="REGIONCOL",
-            help="census-hierarchy: the leaf-region column",
-        )
-        parser.add_argument(
-            "--hierarchy",
-            dest="hierarchy",
-            metavar="FILE",
-            help="census-hierarchy: region,parent table (CSV/Parquet) or JSON tree",
-        )
-        parser.add_argument(
-            "--max-size",
-            dest="max_size",
-            type=int,
-            metavar="K",
-            help="census-hierarchy: the largest group size k",
-        )
-        parser.add_argument(
-            "--top-code",
-            dest="top_code",
-            action="store_true",
-            help="census-hierarchy: count groups above K in the 'K or more' bin",
-        )
-        parser.add_argument(
-            "--public-groups",
-            dest="public_groups",
-            type=int,
-            metavar="G",
-            help="census-hierarchy: the number of groups, which you declare public (it is "
-            "released exactly; checked against the data before anything is spent)",
-        )
-        parser.add_argument(
-            "--groups-are-public",
-            dest="groups_are_public",
-            action="store_true",
-            help="census-hierarchy: declare that the number of groups in this data is public",
-        )
-        parser.add_argument(
-            "--region-of-unit",
-            dest="region_of_unit",
-            choices=REGION_OF_UNIT,
-            help="census-hierarchy: give a unit seen in several leaf regions one region: 'first' "
-            "(smallest region code) or 'most' (region of most of its rows; ties to the smallest "
-            "code); group-size methods only (dp, qp, qip, topdown)",
-        )
-
-    @classmethod
-    def from_cli(cls, args: argparse.Namespace, params: dict[str, Any]) -> Mechanism:
-        refuse_delta(args, cls.name)
-        return cls(
-            epsilon=args.epsilon, neighbour=getattr(args, "neighbour", "add_remove"), **params
-        )
-
-    @classmethod
-    def cli_data(cls, args: argparse.Namespace, schema: Schema | None) -> Any:
-        missing = [
-            flag
-            for flag, key in (
-                ("--group-by", "group_by"),
-                ("--region", "region"),
-                ("--hierarchy", "hierarchy"),
-                ("--max-size", "max_size"),
-            )
-            if getattr(args, key, None) is None
-        ]
-        if missing:
-            raise DataError(f"--mechanism census-hierarchy needs {' '.join(missing)}")
-        declared = getattr(args, "public_groups", None)
-        declared_all = bool(getattr(args, "groups_are_public", False))
-        if declared is not None and declared_all:
-            raise DataError(
-                "--public-groups and --groups-are-public both declare the number of groups; "
-                "give one of them"
-            )
-        if declared is None and not declared_all:
-            raise DataError(MISSING_DECLARATION)
-        from dpcube.mechanisms.census.table import group_sizes
-
-        table = group_sizes(
-            args.data,
-            unit=args.group_by,
-            region=args.region,
-            hierarchy=args.hierarchy,
-            max_size=args.max_size,
-            top_code=bool(getattr(args, "top_code", False)),
-            on_out_of_domain=getattr(args, "on_out_of_domain", "error"),
-            region_of_unit=getattr(args, "region_of_unit", None),
-            dataset=getattr(args, "dataset_identity", None),
-            show_values=bool(getattr(args, "show_values", False)),
-            engine=getattr(args, "engine", None),
-        )
-        if declared is None:
-            return table.declare_public_groups(True, how="--groups-are-public")
-        return table.declare_public_groups(
-            int(declared),
-            how=f"--public-groups {declared}",
-            show_values=bool(getattr(args, "show_values", False)),
-        )
 
     # -- releasing ------------------------------------------------------------------------------
     def prepare(self, data: Any) -> GroupSizeTable:

@@ -21,7 +21,6 @@ Consistency: ``None``, ``"l2"`` (exact weighted least squares; BLUE), ``"l1"`` /
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,9 +30,9 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcube.errors import DataError, QueryError
+from dpcube.errors import DataError
 from dpcube.histogram import Histogram
-from dpcube.mechanisms.base import Mechanism, SensitivityClaim, refuse_delta
+from dpcube.mechanisms.base import Mechanism, SensitivityClaim
 from dpcube.mechanisms.datacube.consistency import l2_consistent, l2_variance, lp_consistent
 from dpcube.mechanisms.datacube.counting import counts_from_histogram, counts_from_source
 from dpcube.mechanisms.datacube.geometry import CubeGeometry
@@ -401,48 +400,6 @@ class DataCube(Mechanism):
             cell_var,
             mode,
             max(est.bounds.values()),
-        )
-
-    # -- command line ----------------------------------------------------------------------------
-    @classmethod
-    def add_cli_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        group = parser.add_argument_group("datacube (--mechanism datacube)")
-        group.add_argument(
-            "--method", default=None, choices=METHODS, help="cuboid selection (default bmax)"
-        )
-        group.add_argument(
-            "--publish", default=None, help="cuboids to publish: all | k=2 | a,b;b,c (default all)"
-        )
-        group.add_argument(
-            "--consistency", default=None, choices=["none", "l2", "l1", "linf"], help="default none"
-        )
-
-    @classmethod
-    def from_cli(cls, args: argparse.Namespace, params: dict[str, Any]) -> DataCube:
-        refuse_delta(args, cls.name)
-        kwargs: dict[str, Any] = dict(params)
-        for flag in ("method", "publish", "consistency"):
-            value = getattr(args, flag, None)
-            if value is not None:
-                kwargs[flag] = value
-        try:
-            return cls(epsilon=args.epsilon, neighbour=args.neighbour, **kwargs)
-        except TypeError as exc:
-            raise QueryError(f"datacube: bad --param ({exc})") from None
-
-    @classmethod
-    def cli_data(cls, args: argparse.Namespace, schema: Schema | None) -> Any:
-        from dpcube.errors import SchemaError
-
-        if schema is None:
-            raise SchemaError("--mechanism datacube needs --schema")
-        return CubeSource(
-            args.data,
-            schema,
-            getattr(args, "on_out_of_domain", "error"),
-            getattr(args, "dataset_identity", None),
-            bool(getattr(args, "show_values", False)),
-            getattr(args, "engine", None),
         )
 
     # -- conformance -----------------------------------------------------------------------------

@@ -385,7 +385,7 @@ def lsa(
     lowest (axis, cut); ``tie=0`` leaves them to floating-point rounding.
     On symmetric multi-dimensional grids (mirror images, swapped square axes) exact ties are
     common and the level count reached before a level is rejected depends on how they are broken
-    (docs/experiments/matrix-mechanism.md); this rule makes the outcome deterministic.
+    (experiments/docs/matrix-mechanism.md); this rule makes the outcome deterministic.
     """
     if mode not in MODES:
         raise QueryError(f"LSA mode must be one of {', '.join(MODES)}, got {mode!r}")

@@ -19,7 +19,6 @@ largest number of non-zero entries in a column (twice that under ``replace``).
 
 from __future__ import annotations
 
-import argparse
 import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -453,29 +452,6 @@ class MatrixMechanism(Mechanism):
             )
         )
         return cases
-
-    # -- command line --------------------------------------------------------------------------
-    @classmethod
-    def add_cli_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        group = parser.add_argument_group("matrix mechanism")
-        group.add_argument(
-            "--strategy", choices=STRATEGIES, default="lsa", help="matrix mechanism strategy"
-        )
-        group.add_argument(
-            "--workload",
-            default=None,
-            help="workload spec (allrange:1024, marginals:2:8x8, with the schema's grid allrange, "
-            "prefix, marginals:K, upto:K; as dpcube plan) or JSON/CSV file",
-        )
-
-    @classmethod
-    def from_cli(cls, args: argparse.Namespace, params: dict[str, Any]) -> Mechanism:
-        options: dict[str, Any] = {
-            "strategy": getattr(args, "strategy", "lsa"),
-            "workload": getattr(args, "workload", None),
-        }
-        options.update(params)
-        return cls(epsilon=args.epsilon, delta=args.delta, neighbour=args.neighbour, **options)
 
     # -- releasing -----------------------------------------------------------------------------
     def _release(

@@ -1,4 +1,5 @@
-"""``dpcube plan``: the expected error of every applicable strategy on a workload, without data.
+"""The expected error of every applicable matrix strategy on a workload, without data (read by
+:mod:`dpcube.planning` and so by ``dpcube plan``).
 
 For each strategy A the expected total squared error on the workload W is
 ``v₁·s(A)²·tr(WᵀW (AᵀA)⁻¹)`` (spec Eq. 1 / Eq. 4), with s(A) the sensitivity of A in the noise's
@@ -13,31 +14,26 @@ the discrete Laplace), times ``tr(WᵀW (AᵀA)⁻¹)``; ``nominal_error`` uses 
 (``2(Δ₁/ε)²`` or ``σ²``), the scale on which HDMM and the papers report. With delta, ``optimum``
 is the optimal Gaussian strategy's nominal error (Yuan et al. 2016, :func:`.optimize.gaussian_optimum`)
 with its certified relative duality ``gap``, and each strategy has ``ratio_to_optimum``.
-Output (``--json``)::
+The result of :func:`plan`::
 
     {"svdb": ..., "strategies": {"lsa": {"error": ..., "ratio": ...}, ...}, "recommended": "lsa"}
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
-import sys
 import time
 from typing import Any
 
-from dpcube.errors import DPCubeError
 from dpcube.linalg.boxes import BoxGram
 from dpcube.linalg.operators import Kronecker
 from dpcube.linalg.solve import GramSolver
 from dpcube.mechanisms.matrix.bound import svdb
 from dpcube.mechanisms.matrix.mechanism import MAX_DENSE_CELLS, MatrixMechanism, make_strategy
 from dpcube.mechanisms.matrix.optimize import gaussian_optimum, kron_terms
-from dpcube.mechanisms.matrix.workloads import Workload, resolve_workload
+from dpcube.mechanisms.matrix.workloads import Workload
 from dpcube.privacy.ledger import validate_privacy
 from dpcube.privacy.samplers import gaussian_sigma
-from dpcube.schema import Schema
 
 #: LSA runs in ``dpcube plan`` only up to this many cells (it is O(k n³)).
 MAX_LSA_CELLS = 1024
@@ -184,75 +180,3 @@ def plan(
             "ratio": max(g, lap) / min(g, lap),
         }
     return out
-
-
-def register(subparsers: Any) -> None:
-    """Add ``dpcube plan`` (registry.COMMANDS["plan"])."""
-    p = subparsers.add_parser(
-        "plan",
-        help="expected error of each matrix-mechanism strategy on a workload (no data touched)",
-        description=__doc__.split("\n\n")[0] if __doc__ else None,
-    )
-    p.add_argument(
-        "--workload",
-        required=True,
-        help="allrange:1024, allrange:32x32, prefix:4096, "
-        "marginals:2:8x8x8, random-range:10000:32x32, or a JSON/CSV file of range queries",
-    )
-    p.add_argument("--schema", default=None, help="schema file (needed for a workload file)")
-    p.add_argument("--epsilon", type=float, required=True)
-    p.add_argument(
-        "--delta", type=float, default=None, help="with delta: Gaussian noise, L2 sensitivity"
-    )
-    p.add_argument("--strategies", default=None, help="comma-separated subset of strategies")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=handler)
-
-
-def handler(args: argparse.Namespace) -> int:
-    schema = Schema.from_file(args.schema) if args.schema else None
-    try:
-        workload = resolve_workload(args.workload, schema)
-        chosen = args.strategies.split(",") if args.strategies else None
-        result = plan(workload, args.epsilon, args.delta, chosen)
-    except DPCubeError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if args.json:
-        print(json.dumps(result, indent=2))
-        return 0
-    print(
-        f"workload {result['workload']}: {result['queries']:,} queries over {result['cells']:,} cells, "
-        f"{result['noise']} noise"
-    )
-    kind = "lower bound" if result["svdb_is_lower_bound"] else "Gaussian lower bound, for scale"
-    if result["svdb"] is None:
-        print("svdb: not computed (the eigenvalues of a box workload's Gram over this many cells)")
-    else:
-        print(f"svdb ({kind}): {result['svdb']:.6g}")
-    if "optimum" in result:
-        o = result["optimum"]
-        print(
-            f"Gaussian optimum: {o['error']:.6g} (certified, relative duality gap {o['gap']:.2e})"
-        )
-    for name, row in sorted(result["strategies"].items(), key=lambda kv: kv[1]["error"]):
-        mark = "  <- recommended" if name == result["recommended"] else ""
-        print(
-            f"  {name:16s} error {row['error']:.6g} (nominal {row['nominal_error']:.6g})  "
-            + (f"ratio to svdb {row['ratio']:.4f}" if "ratio" in row else "")
-            + (f"  to optimum {row['ratio_to_optimum']:.4f}" if "ratio_to_optimum" in row else "")
-            + f"  ({row['rows']} rows, {row['seconds']} s){mark}"
-        )
-    return 0
-
-
-__all__ = [
-    "MAX_EIGEN_CELLS",
-    "MAX_GAUSS_OPT_AXIS",
-    "MAX_LSA_CELLS",
-    "MAX_OPTIMUM_AXIS",
-    "applicable",
-    "handler",
-    "plan",
-    "register",
-]

@@ -28,7 +28,6 @@ paper's worst-case bound is ``v * prod_i H(A_i)`` (Theorem 3, Corollary 1, Eq. 7
 
 from __future__ import annotations
 
-import argparse
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -39,7 +38,7 @@ from numpy.typing import NDArray
 
 from dpcube.errors import SchemaError
 from dpcube.histogram import Histogram
-from dpcube.mechanisms.base import Mechanism, SensitivityClaim, refuse_delta
+from dpcube.mechanisms.base import Mechanism, SensitivityClaim
 from dpcube.mechanisms.params import ParamSpec
 from dpcube.mechanisms.privelet.transforms import (
     EXACT_LIMIT,
@@ -329,25 +328,6 @@ class PriveletPlus(Mechanism):
         variance = float(np.max(realised / den.astype(np.float64) ** 2))
         return cells, variance, draw
 
-    # -- command line ----------------------------------------------------------------------------
-    @classmethod
-    def add_cli_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument(
-            "--plain-attributes",
-            default=None,
-            help="privelet-plus: comma-separated attributes left untransformed (S_A); "
-            "default: the rule |A| <= P(A)^2 H(A); '' for none",
-        )
-
-    @classmethod
-    def from_cli(cls, args: argparse.Namespace, params: dict[str, Any]) -> Mechanism:
-        refuse_delta(args, cls.name)
-        params = dict(params)
-        plain = getattr(args, "plain_attributes", None)
-        if plain is not None and "plain_attributes" not in params:
-            params["plain_attributes"] = [a.strip() for a in plain.split(",") if a.strip()]
-        return cls(epsilon=args.epsilon, neighbour=args.neighbour, **params)
-
     @classmethod
     def conformance_cases(cls) -> list[Any]:
         from dpcube.testing.conformance import MIXED_QUERIES, Case, mixed_schema
@@ -383,15 +363,6 @@ class Privelet(PriveletPlus):
 
     def __init__(self, epsilon: float, neighbour: str = "replace") -> None:
         super().__init__(epsilon, plain_attributes=(), neighbour=neighbour)
-
-    @classmethod
-    def add_cli_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        return
-
-    @classmethod
-    def from_cli(cls, args: argparse.Namespace, params: dict[str, Any]) -> Mechanism:
-        refuse_delta(args, cls.name)
-        return cls(epsilon=args.epsilon, neighbour=args.neighbour, **params)
 
     @classmethod
     def conformance_cases(cls) -> list[Any]:

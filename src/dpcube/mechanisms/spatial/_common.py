@@ -12,7 +12,6 @@ the "column" axis (longitude, x). Rectangles are half-open ``(r0, r1, c0, c1)`` 
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import math
 from typing import Any, ClassVar
@@ -211,57 +210,6 @@ class SpatialMechanism(Mechanism):
             dataclasses.replace(x, name=f"{x.name} {label}", declared=x.declared * c, tight=False)
             for x in claims
         ]
-
-    @classmethod
-    def add_cli_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        """``--user-column`` and ``--max-points-per-user`` (shared by every spatial mechanism)."""
-        try:
-            parser.add_argument(
-                "--user-column",
-                default=None,
-                help="spatial mechanisms: the column identifying users (user-level privacy)",
-            )
-            parser.add_argument(
-                "--max-points-per-user",
-                type=int,
-                default=None,
-                help="spatial mechanisms: keep at most this many random points per user",
-            )
-        except argparse.ArgumentError:
-            return
-
-    @classmethod
-    def from_cli(cls, args: argparse.Namespace, params: dict[str, Any]) -> Mechanism:
-        if getattr(args, "user_column", None) and getattr(args, "max_points_per_user", None):
-            params = {**params, "user_bound": args.max_points_per_user}
-        return cls(epsilon=args.epsilon, delta=args.delta, neighbour=args.neighbour, **params)
-
-    @classmethod
-    def cli_data(cls, args: argparse.Namespace, schema: Schema | None) -> Any:
-        user_column = getattr(args, "user_column", None)
-        if not user_column:
-            return super().cli_data(args, schema)
-        if schema is None:
-            raise SchemaError(f"--mechanism {cls.name} needs --schema")
-        bound = getattr(args, "max_points_per_user", None)
-        if bound is None:
-            raise DataError(
-                "--user-column needs --max-points-per-user C (the points kept per user)"
-            )
-        from dpcube.mechanisms.spatial.users import bound_contributions
-
-        return bound_contributions(
-            args.data,
-            schema,
-            user_column,
-            bound,
-            on_out_of_domain=args.on_out_of_domain,
-            dataset=getattr(args, "dataset_identity", None),
-            show_values=bool(getattr(args, "show_values", False)),
-            engine=getattr(args, "engine", None),
-            # a seeded release (not for publication) is reproducible, points chosen included
-            seed=getattr(args, "seed", None),
-        )
 
     def check_share(self, what: str, epsilon_share: float, sensitivity: float = 1.0) -> None:
         """Refuse, before the charge, a part ``epsilon_share`` of the budget (per point: divided

@@ -344,7 +344,7 @@ def leaf_pair_dispersion(
     rects: NDArray[np.int64], counts: NDArray[Any], variances: NDArray[np.float64] | None
 ) -> float:
     """How unevenly points split between neighbouring leaves, relative to the Bhatia-Davis bound:
-    an estimate of ``1 / (kappa + 1)`` in [0, 1] (docs/experiments/coverage.md, "Uniformity
+    an estimate of ``1 / (kappa + 1)`` in [0, 1] (experiments/docs/coverage.md, "Uniformity
     error").
 
     For two leaves A, B sharing a whole edge, R = A u B holds ``n = n_A + n_B`` points, a share
@@ -395,7 +395,7 @@ def noise_discounted_counts(
     ``E[c^2] = n^2 + v``: ``c^2 - v`` is an unbiased estimate of ``n^2``, the quantity the
     uniformity error scales with (``V_u = sum n_L^2 f (1 - f)``). Spreading ``c`` itself treats
     the noise of an empty leaf as points; the clustered cascade then piles that mass into a few
-    cells, a world rougher than the truth (docs/experiments/coverage.md, "Empty rectangles").
+    cells, a world rougher than the truth (experiments/docs/coverage.md, "Empty rectangles").
     A leaf whose count is within one noise sd of 0 (``c^2 <= v``) is indistinguishable from
     empty and becomes 0; a dense leaf (``c >> sd``) loses about ``v / (2 c)``, a negligible
     share. This is post-processing of the release alone.
@@ -457,8 +457,8 @@ CASCADE_SEED = 0
 #: box over 40 releases it narrows every HTF and kd-tree row and brings the kd-tree's at epsilon
 #: 0.1 into 90-99 % (99.1 -> 98.9 %), but leaves HTF's at epsilon 1 out (99.5 -> 99.3 %), and
 #: it would change the world of every HTF, kd-tree and PrivTree release on the strength of the
-#: rows it is judged by (docs/experiments/coverage.md, "Forty releases").
-#: :mod:`dpcube.experiments.coverage_empty` measures it.
+#: rows it is judged by (experiments/docs/coverage.md, "Forty releases").
+#: ``experiments/coverage_empty.py`` measures it.
 DENOISE_CLUSTERED_WORLD = False
 
 
@@ -711,7 +711,7 @@ class LeafRelease(Release):
         (:func:`cascade_spread` with :meth:`uniformity_dispersion`), is the truth; each replicate
         re-runs the whole mechanism on it, re-choosing the partition, so the structural error and
         the uniformity error of leaves cutting clustered points are part of the bootstrap. (A
-        world spread evenly inside every leaf hid the uniformity error: docs/experiments/coverage.md.)
+        world spread evenly inside every leaf hid the uniformity error: experiments/docs/coverage.md.)
 
         Where every re-run cuts (nearly) the same leaves (:attr:`reruns_keep_the_leaves`: UG, the
         quadtree, AG), a clustered world would put one draw
@@ -723,9 +723,9 @@ class LeafRelease(Release):
         ``v`` from :meth:`leaf_noise_variances`): spreading a noise leaf's positive count as
         points, which the cascade piles into a few cells, makes the world rougher than the truth
         in empty space; the de-noised world narrows those intervals but did not bring the rows it
-        was meant for into the target (docs/experiments/coverage.md, "Empty rectangles").
+        was meant for into the target (experiments/docs/coverage.md, "Empty rectangles").
         ``dispersion`` overrides the world's dispersion (diagnostics only:
-        :mod:`dpcube.experiments.coverage_shift`)."""
+        ``experiments/coverage_shift.py``)."""
         from dpcube.histogram import Histogram
         from dpcube.release.cells import CellRelease
         from dpcube.release.uncertainty import (
@@ -758,7 +758,7 @@ class LeafRelease(Release):
         """The part of each answer that rests on the uniformity assumption: ``sum |c_L| |Q & L| /
         |L|`` over the leaves L the query cuts (neither inside it nor outside it). The bootstrap
         cannot see how the real points lie inside a leaf, so an interval is only as good as this
-        part is small (docs/experiments/coverage.md)."""
+        part is small (experiments/docs/coverage.md)."""
         q, query, leaf, frac = self._overlaps(queries)
         weight = np.abs(np.asarray(self.leaf_counts, dtype=np.float64))
         cut = frac < 1
@@ -796,7 +796,7 @@ class LeafRelease(Release):
         heavy-tailed: on GeoLife over Beijing, UG at epsilon 0.1, the shift was a median 0.19 and
         0.52 of the model's sd on the flagged answers of two releases, and the bootstrap's mean
         square error a quarter of the actual in the first:
-        :mod:`dpcube.experiments.coverage_shift`), so the bootstrap world is spread evenly
+        ``experiments/coverage_shift.py``), so the bootstrap world is spread evenly
         (:meth:`bootstrap_world`) and the interval widened by the model's variance instead
         (:func:`dpcube.release.uncertainty.answer_uncertainty`). Trees that re-choose their
         leaves from the data (HTF, PrivTree, the kd-tree) cut the clustered world differently in

@@ -1,4 +1,4 @@
-"""``dpcube bench census``: the paper's Figures 7-9 and Table 7 (spec section 3).
+"""``python -m experiments.census``: the paper's Figures 7-9 and Table 7 (spec section 3).
 
 Data sets: (a) the synthetic census stand-in (``--scale``), (b) IPUMS CPS households
 (nation -> 51 states, sizes 1..7+ from the person records), (c) a taxi-like set from the NIST
@@ -25,13 +25,13 @@ from typing import Any
 
 import numpy as np
 
-from dpcube.experiments.repetitions import format_mean_se, mean_se_table, repetitions
-from dpcube.mechanisms.census.generator import census_table
 from dpcube.mechanisms.census.hierarchy import RegionHierarchy
 from dpcube.mechanisms.census.mechanism import CensusHierarchy
-from dpcube.mechanisms.census.metrics import level_errors, violations
 from dpcube.mechanisms.census.release import CensusRelease
 from dpcube.mechanisms.census.table import GroupSizeTable
+from experiments.census_generator import census_table
+from experiments.census_metrics import level_errors, violations
+from experiments.repetitions import format_mean_se, mean_se_table, repetitions
 
 #: Chicago community areas by "side" (approximate grouping; 0 = unknown area).
 SIDES = {
@@ -136,10 +136,10 @@ def run_one(
     return row
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str] | None = None) -> int:
     import pandas as pd
 
-    p = argparse.ArgumentParser(prog="dpcube bench census", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m experiments.census", description=__doc__)
     p.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
     p.add_argument("--out", type=Path, required=True)
     p.add_argument(
@@ -372,3 +372,9 @@ def _plots(summary: Any, scaling: Any, out: Path) -> list[Path]:
         written.append(out / "census_scaling.png")
         plt.close(fig)
     return written
+
+
+if __name__ == "__main__":
+    from experiments import run_command
+
+    raise SystemExit(run_command(main))

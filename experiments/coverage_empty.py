@@ -1,5 +1,6 @@
-"""Why intervals of empty rectangles on a sparse map cover more than 95 % (issue #13 part 3;
-docs/experiments/coverage.md, "Empty rectangles").
+"""Why intervals of empty rectangles on a sparse map cover more than 95 %.
+
+The measurement of experiments/docs/coverage.md, "Empty rectangles".
 
 For releases of GeoLife binned over its bounding box (97 % of the benchmark's rectangles hold no
 point), over the empty rectangles whose answer is positive (only those can miss a true 0):
@@ -20,8 +21,8 @@ point), over the empty rectangles whose answer is positive (only those can miss 
 
 Command (the figures of the docs page)::
 
-    python -m dpcube.experiments.coverage_empty --data-dir ../shared/data --mechanism htf --epsilon 1
-    python -m dpcube.experiments.coverage_empty --data-dir ../shared/data --mechanism htf --epsilon 1 --raw-world
+    python -m experiments.coverage_empty --data-dir ../shared/data --mechanism htf --epsilon 1
+    python -m experiments.coverage_empty --data-dir ../shared/data --mechanism htf --epsilon 1 --raw-world
 """
 
 from __future__ import annotations
@@ -57,15 +58,15 @@ def dominant_leaves(release: Any, boxes: NDArray[np.int64]) -> tuple[int, float]
 
 
 def main(argv: list[str] | None = None) -> int:
-    from dpcube.experiments.coverage import diagnostic_case
     from dpcube.mechanisms.spatial import release as leaf_release
     from dpcube.release.uncertainty import answer_uncertainty
+    from experiments.coverage import diagnostic_case
 
     def flags(p: argparse.ArgumentParser) -> None:
         p.add_argument("--raw-world", action="store_true", help="spread the released counts")
 
     args, cls, (hist, boxes, queries, truth) = diagnostic_case(
-        "python -m dpcube.experiments.coverage_empty", "bbox", argv,
+        "python -m experiments.coverage_empty", "bbox", argv,
         mechanism="htf", epsilon=1.0, releases=4, flags=flags,
     )  # fmt: skip
     leaf_release.DENOISE_CLUSTERED_WORLD = not args.raw_world
@@ -101,4 +102,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from experiments import run_command
+
+    raise SystemExit(run_command(main))

@@ -1,7 +1,7 @@
-"""Repetition counts of the ``dpcube bench`` experiments: quick (CI) against the specs' (``--full``).
+"""Repetition counts of the experiments: quick (CI) against the specs' (``--full``).
 
-Every experiment keeps its quick default for CI; ``--full`` sets the count its spec asks for
-(issue #16). The spec counts, with where they come from:
+Every experiment keeps its quick default for CI; ``--full`` sets the count its spec asks for.
+The spec counts, with where they come from:
 
 * census (Fioretto et al.): >= 10 seeds, mean +- std (``specs/hierarchical-census.md`` 3.1, 4.17);
 * data cubes (Ding et al.): >= 10 noise draws, >= 20 for the max-error plots

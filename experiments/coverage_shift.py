@@ -1,5 +1,6 @@
-"""Why a clustered bootstrap world fails a partition that does not depend on the data (issue #13
-part 3; docs/experiments/coverage.md, "Fixed partitions").
+"""Why a clustered bootstrap world fails a partition that does not depend on the data.
+
+The measurement of experiments/docs/coverage.md, "Fixed partitions".
 
 UG's grid (and the quadtree's leaves) are the same in every bootstrap re-run, so in a world
 scattered by the clustering cascade (:func:`dpcube.mechanisms.spatial.release.cascade_spread`)
@@ -15,7 +16,7 @@ bootstrap errors. This module measures, for releases of a real grid, in that clu
 
 Command (the figures of the docs page)::
 
-    python -m dpcube.experiments.coverage_shift --data-dir ../shared/data --mechanism ug --epsilon 0.1
+    python -m experiments.coverage_shift --data-dir ../shared/data --mechanism ug --epsilon 0.1
 """
 
 from __future__ import annotations
@@ -66,10 +67,10 @@ def shift_stats(
 
 
 def main(argv: list[str] | None = None) -> int:
-    from dpcube.experiments.coverage import diagnostic_case
+    from experiments.coverage import diagnostic_case
 
     args, cls, (hist, _boxes, queries, truth) = diagnostic_case(
-        "python -m dpcube.experiments.coverage_shift", "core", argv,
+        "python -m experiments.coverage_shift", "core", argv,
         mechanism="ug", epsilon=0.1, releases=2,
     )  # fmt: skip
     for seed in range(args.releases):
@@ -86,4 +87,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from experiments import run_command
+
+    raise SystemExit(run_command(main))

@@ -1,5 +1,7 @@
-"""Experiments of "Differentially Private Data Cubes" (Ding, Winslett, Han, Li, SIGMOD 2011, section 6;
-spec ``dp-data-cubes.md`` section 7): ``dpcube bench datacube --data-dir DIR --out OUT``.
+"""``python -m experiments.datacube``: the experiments of "Differentially Private Data Cubes".
+
+Ding, Winslett, Han, Li, SIGMOD 2011, section 6 (spec ``dp-data-cubes.md`` section 7):
+``python -m experiments.datacube --data-dir DIR --out OUT``.
 
 Every experiment publishes all 2^d cuboids (spec 7.2) and reports, per method, the *max* and
 *average cuboid error* (the cuboid error is the mean absolute error over all cells of the cuboid's
@@ -40,7 +42,6 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcube.experiments.repetitions import standard_error
 from dpcube.histogram import Histogram, histogram
 from dpcube.mechanisms.datacube.consistency import l2_consistent
 from dpcube.mechanisms.datacube.counting import counts_from_source
@@ -51,6 +52,7 @@ from dpcube.mechanisms.datacube.selection import Selection
 from dpcube.privacy.random import SeededRandomSource
 from dpcube.progress import track
 from dpcube.schema import Schema
+from experiments.repetitions import standard_error
 
 ADULT_DIMS = (
     "workclass", "education-num", "marital-status", "occupation", "relationship", "race", "sex",
@@ -598,7 +600,7 @@ def plan(full: bool, explicit: int | None = None) -> dict[str, int]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="dpcube bench datacube", description=__doc__.split("\n\n")[0]
+        prog="python -m experiments.datacube", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument(
         "--data-dir",
@@ -686,4 +688,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from experiments import run_command
+
+    raise SystemExit(run_command(main))

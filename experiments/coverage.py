@@ -1,4 +1,4 @@
-"""``dpcube bench coverage``: do the stated 95 % intervals cover the true answers? (issue #13 part 3)
+"""``python -m experiments.coverage``: do the stated 95 % intervals cover the true answers?
 
 For every mechanism whose answers carry a bootstrap uncertainty
 (:func:`dpcube.release.uncertainty.answer_uncertainty`), on real data:
@@ -124,12 +124,12 @@ def geolife_rectangles(
     data_dir: Path, window: str
 ) -> tuple[Histogram, NDArray[np.int64], list[dict[str, Any]], NDArray[np.float64]] | None:
     """GeoLife binned 256 x 256 (``window`` "bbox" or "core", as in
-    :func:`~dpcube.experiments.spatial.geolife_dataset`) with the 300 random rectangles of
-    ``dpcube bench coverage`` (seed 7): the histogram, the boxes, the boxes as queries and their
+    :func:`~experiments.spatial.geolife_dataset`) with the 300 random rectangles of
+    ``python -m experiments.coverage`` (seed 7): the histogram, the boxes, the boxes as queries and their
     true answers; None where the data is absent. For the coverage diagnostics
-    (:mod:`dpcube.experiments.coverage_shift`, :mod:`dpcube.experiments.coverage_empty`)."""
-    from dpcube.experiments.spatial import geolife_dataset, query_boxes
+    (:mod:`experiments.coverage_shift`, :mod:`experiments.coverage_empty`)."""
     from dpcube.mechanisms.spatial._common import spatial_case_schema
+    from experiments.spatial import geolife_dataset, query_boxes
 
     loaded = geolife_dataset(data_dir, 256, window)
     if loaded is None:
@@ -159,8 +159,8 @@ def diagnostic_case(
     Any,
     tuple[Histogram, NDArray[np.int64], list[dict[str, Any]], NDArray[np.float64]],
 ]:
-    """The command line of a coverage diagnostic (:mod:`~dpcube.experiments.coverage_shift`,
-    :mod:`~dpcube.experiments.coverage_empty`): ``--data-dir``, ``--mechanism``, ``--epsilon``,
+    """The command line of a coverage diagnostic (:mod:`~experiments.coverage_shift`,
+    :mod:`~experiments.coverage_empty`): ``--data-dir``, ``--mechanism``, ``--epsilon``,
     ``--releases``, ``--runs`` (defaults given here) and the diagnostic's own ``flags``, each bad
     value refused in one line; returns the arguments, the mechanism's class and
     :func:`geolife_rectangles` of ``window``.
@@ -226,9 +226,9 @@ def run(
     log: Callable[[str], None] = lambda line: print(line, flush=True),
 ) -> list[dict[str, Any]]:
     """Every coverage row (one per data set, mechanism, epsilon and release)."""
-    from dpcube.experiments.spatial import query_boxes
     from dpcube.mechanisms.census.mechanism import CensusHierarchy
     from dpcube.mechanisms.spatial._common import spatial_case_schema
+    from experiments.spatial import query_boxes
 
     rows: list[dict[str, Any]] = []
     start = time.process_time()
@@ -339,13 +339,13 @@ def summary_table(rows: list[dict[str, Any]]) -> str:
 
 
 def _synthetic_grid(side: int) -> NDArray[np.int64]:
-    from dpcube.experiments.spatial import gaussian_dataset
+    from experiments.spatial import gaussian_dataset
 
     return gaussian_dataset(sigma=side / 10, n=200 * side, seed=3, side=side)
 
 
-def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="dpcube bench coverage", description=__doc__)
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m experiments.coverage", description=__doc__)
     p.add_argument("--data-dir", type=Path, default=None, help="../shared/data (real data sets)")
     p.add_argument("--out", type=Path, default=Path("coverage-out"))
     p.add_argument(
@@ -372,7 +372,7 @@ def main(argv: list[str]) -> int:
         "--denoised-world",
         action="store_true",
         help="experiment: spread noise-discounted leaf counts in the clustered bootstrap world "
-        "(off by default; docs/experiments/coverage.md, 'Empty rectangles')",
+        "(off by default; experiments/docs/coverage.md, 'Empty rectangles')",
     )
     args = p.parse_args(argv)
     if args.denoised_world:
@@ -388,8 +388,8 @@ def main(argv: list[str]) -> int:
     grids: dict[str, NDArray[np.int64]] = {}
     census: dict[str, Any] = {}
     if args.data_dir is not None:
-        from dpcube.experiments.census import ipums_table
-        from dpcube.experiments.spatial import LOCATION_GRIDS, geolife_dataset
+        from experiments.census import ipums_table
+        from experiments.spatial import LOCATION_GRIDS, geolife_dataset
 
         if not args.data_dir.is_dir():
             p.error(f"--data-dir {str(args.data_dir)!r} is not a directory")
@@ -417,7 +417,7 @@ def main(argv: list[str]) -> int:
                 f"--data-dir {str(args.data_dir)!r} holds none of geolife/, dpbench/2D/, ipums_cps/"
             )
     else:
-        from dpcube.mechanisms.census.generator import census_table
+        from experiments.census_generator import census_table
 
         grids["synthetic Gaussian"] = _synthetic_grid(32 if args.quick else 256)
         census["synthetic census"] = census_table(scale=0.0005, max_size=6, seed=0)
@@ -457,3 +457,9 @@ def main(argv: list[str]) -> int:
     print(table)
     print(f"wrote {args.out}/coverage_runs.csv and coverage.md")
     return 0
+
+
+if __name__ == "__main__":
+    from experiments import run_command
+
+    raise SystemExit(run_command(main))

@@ -1,4 +1,4 @@
-"""``dpcube bench matrix --out DIR``: the matrix-mechanism experiments (Li & Miklau 2011; spec §8).
+"""``python -m experiments.matrix``: the matrix-mechanism experiments (Li & Miklau 2011).
 
 Analytic parts (P = 1, ratios to svdb): the Example 3.1 table (with the corrected bound, Errata E1),
 Fig 1 (LSA error vs number of levels, AllRange(512)), Fig 2 (svdb of sampled workloads), Fig 3(a)
@@ -24,7 +24,6 @@ from typing import Any
 
 import numpy as np
 
-from dpcube.experiments.leaderboard import coarsen
 from dpcube.histogram import Histogram
 from dpcube.linalg.operators import Explicit, Identity, LinearOperator
 from dpcube.linalg.solve import GramSolver
@@ -46,6 +45,7 @@ from dpcube.mechanisms.matrix.workloads import (
 from dpcube.progress import step
 from dpcube.release.cells import CellRelease
 from dpcube.schema import Schema
+from experiments.leaderboard import coarsen
 
 
 def _write(out: Path, name: str, rows: list[dict[str, Any]]) -> Path:
@@ -428,9 +428,10 @@ def _check_solver() -> None:
     assert math.isclose(dense, GramSolver.for_strategy(a).trace_with(w.gram), rel_tol=1e-9)
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="dpcube bench matrix", description=__doc__.split("\n\n")[0] if __doc__ else None
+        prog="python -m experiments.matrix",
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
     )
     parser.add_argument("--out", required=True, help="directory for the CSV tables and PNG plots")
     parser.add_argument("--data-dir", default=None, help="shared data directory (holds dpbench/)")
@@ -521,3 +522,9 @@ __all__ = [
     "figure_3d",
     "main",
 ]
+
+
+if __name__ == "__main__":
+    from experiments import run_command
+
+    raise SystemExit(run_command(main))

@@ -1,6 +1,6 @@
-"""``dpcube bench quadtree-height``: the quadtree's default height against every fixed height.
+"""``python -m experiments.quadtree_height``: the quadtree's default height against every fixed height.
 
-Issue #16: the height rule of spec A17 (k = floor(h/2), h = floor(log2(N~ eps / 10)), HTF's
+The height rule of spec A17 (k = floor(h/2), h = floor(log2(N~ eps / 10)), HTF's
 Eq. 10) gave errors far above the full-height tree ektelo and Cormode et al. use on the DPBench
 grids. For each DPBench 2-D grid (256 x 256) and epsilon, this runs :class:`QuadTree` at every
 fixed height 2..8 and reports the mean absolute error over random rectangles (the same rectangles
@@ -9,7 +9,7 @@ ratio to it: ``tuned`` (ceil(h/2) + 1, the default), ``spec`` (floor(h/2)) and `
 computed from the exact total here, as the rule would from the noisy one (eps_height = 1e-4 moves it
 by about 1e4 points, which changes h only at a power-of-two boundary).
 
-    dpcube bench quadtree-height --data-dir ../shared/data
+    python -m experiments.quadtree_height --data-dir ../shared/data
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ from typing import Any
 
 import numpy as np
 
-from dpcube.experiments.repetitions import format_mean_se, repetitions, standard_error
 from dpcube.histogram import Histogram
 from dpcube.mechanisms.spatial._common import spatial_case_schema, tree_height
 from dpcube.mechanisms.spatial.baselines import QuadTree, quadtree_height
 from dpcube.mechanisms.spatial.release import LeafRelease
 from dpcube.release.cells import box_sums, prefix_sums
+from experiments.repetitions import format_mean_se, repetitions, standard_error
 
 EPSILONS = (0.01, 0.1, 1.0)
 RULES = ("tuned", "spec", "full")
@@ -100,7 +100,9 @@ def _datasets(data_dir: Path | None, quick: bool) -> dict[str, np.ndarray]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="dpcube bench quadtree-height", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m experiments.quadtree_height", description=__doc__
+    )
     parser.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
     parser.add_argument("--quick", action="store_true", help="one small synthetic grid")
     parser.add_argument("--reps", type=int, default=None, help="seeds per height (default 3)")
@@ -129,3 +131,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{rule}: geometric mean ratio to the oracle {s['geomean']:.3f}, worst {s['worst']:.2f}"
         )
     return 0
+
+
+if __name__ == "__main__":
+    from experiments import run_command
+
+    raise SystemExit(run_command(main))

@@ -1,4 +1,4 @@
-"""``dpcube bench leaderboard``: the planner's choice against every candidate on DPBench (issue #12).
+"""``python -m experiments.leaderboard``: the planner's choice against every candidate on DPBench.
 
 For each (data set, workload, epsilon) every candidate that
 :func:`dpcube.planning.plan_mechanisms` lists as applicable is released ``--trials`` times on the
@@ -103,7 +103,7 @@ EPSILONS = (0.01, 0.1, 1.0)
 #: DPBench's random-range workload: 2000 queries from RandomState(9001).
 RANGE_QUERIES = 2000
 DPBENCH_SEED = 9001
-#: Planner/oracle ratio allowed on a data-independent row (issue #12 part 4).
+#: Planner/oracle ratio allowed on a data-independent row.
 GOAL_RATIO = 1.1
 #: Marks an output directory as written by this command (the only non-empty one it writes into).
 MARKER = ".dpcube-leaderboard"
@@ -818,11 +818,11 @@ def prepare_out(out: Path) -> None:
         raise UsageError(f"--out {str(out)!r} is a file; give a directory")
     if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file():
         raise UsageError(
-            f"--out {str(out)!r} is not empty and was not written by dpcube bench leaderboard; "
+            f"--out {str(out)!r} is not empty and was not written by python -m experiments.leaderboard; "
             "give a new or empty directory"
         )
     out.mkdir(parents=True, exist_ok=True)
-    write_atomic(out / MARKER, b"written by dpcube bench leaderboard\n")
+    write_atomic(out / MARKER, b"written by python -m experiments.leaderboard\n")
 
 
 def write_outputs(
@@ -892,7 +892,7 @@ def _divisor(text: str, full: int, flag: str) -> int:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="dpcube bench leaderboard",
+        prog="python -m experiments.leaderboard",
         description="The planner's choice against every candidate on the DPBench data sets.",
     )
     parser.add_argument("--data-dir", type=Path, default=None, help="folder holding dpbench/")
@@ -927,7 +927,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``dpcube bench leaderboard``; bad flags and data raise a :class:`~dpcube.errors.DPCubeError`
+    """``python -m experiments.leaderboard``; bad flags and data raise a :class:`~dpcube.errors.DPCubeError`
     that the CLI prints as one line (exit code 2)."""
     return run(parse_args(argv))
 
@@ -1033,3 +1033,9 @@ __all__ = [
     "score_row",
     "summary_lines",
 ]
+
+
+if __name__ == "__main__":
+    from experiments import run_command
+
+    raise SystemExit(run_command(main))

@@ -1,4 +1,4 @@
-"""``dpcube bench spatial``: the HTF paper's experiments (Figures 3-6) on the data we have.
+"""``python -m experiments.spatial``: the HTF paper's experiments (Figures 3-6) on the data we have.
 
 Shaham et al. (SIGSPATIAL 2021) evaluate on a proprietary Los Angeles data set (3.5M points) and
 synthetic Gaussian clusters; the text reports trends only (spec 14.3-14.4). This script runs:
@@ -34,7 +34,6 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import ndtri
 
-from dpcube.experiments.repetitions import repetitions, standard_error
 from dpcube.histogram import Histogram
 from dpcube.mechanisms.spatial import (
     HTF,
@@ -59,6 +58,7 @@ from dpcube.mechanisms.spatial.release import LeafRelease, density
 from dpcube.mechanisms.spatial.tree import binary_tree, consistent_leaves, htf_perturb, quad_tree
 from dpcube.privacy.random import NO_NOISE, SeededRandomSource
 from dpcube.release.cells import box_sums, prefix_sums
+from experiments.repetitions import repetitions, standard_error
 
 Array = NDArray[Any]
 SIZES = (0.02, 0.06, 0.10)
@@ -395,7 +395,7 @@ def figure5(b: Bench, F: Array, eps_values: list[float], ks: list[int]) -> None:
 
 
 def t25(b: Bench, side: int, n: int, ks: list[int]) -> list[str]:
-    """Spec T25 where it says (issue #16): on the synthetic sigma = 100 set with 1M points at
+    """Spec T25 where it says: on the synthetic sigma = 100 set with 1M points at
     eps = 0.1, MRE(HTF) below UG, below the geometric quadtree at its best height and below
     Singular; and the HTF/UG gap smaller on sigma = 20 than on sigma = 100. Returns the table."""
     mre: dict[tuple[int, str], list[float]] = {}
@@ -879,7 +879,7 @@ def checks(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="dpcube bench spatial", description=__doc__.split("\n\n")[0]
+        prog="python -m experiments.spatial", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
     parser.add_argument("--out", type=Path, required=True)
@@ -992,3 +992,9 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(lines))
     print(f"done in {time.time() - start:.0f} s; outputs in {out}")
     return 0
+
+
+if __name__ == "__main__":
+    from experiments import run_command
+
+    raise SystemExit(run_command(main))

@@ -1,6 +1,6 @@
 """Coverage of the trusted intervals on generated worlds nobody tuned them on.
 
-``python -m dpcube.experiments.coverage_worlds --worlds 100 --out DIR``: draws ``--worlds``
+``python -m experiments.coverage_worlds --worlds 100 --out DIR``: draws ``--worlds``
 worlds (seeded: world ``w`` is drawn from ``--seed + w``), half spatial, half census group-size
 tables, each from one of several families, releases each with every mechanism of its kind
 (seeded, unaccounted: an experiment, never for publication), answers random queries of every
@@ -329,7 +329,7 @@ def markdown(rows: Sequence[dict[str, Any]], command: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m dpcube.experiments.coverage_worlds")
+    p = argparse.ArgumentParser(prog="python -m experiments.coverage_worlds")
     p.add_argument("--worlds", type=int, default=100, help="worlds (half spatial, half census)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quick", action="store_true", help="small worlds (the test suite)")
@@ -350,7 +350,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     given = list(argv) if argv is not None else sys.argv[1:]
     # the command as given, the output directory (a local path) written as DIR
     shown = ["DIR" if i > 0 and given[i - 1] == "--out" else a for i, a in enumerate(given)]
-    command = "python -m dpcube.experiments.coverage_worlds " + " ".join(shown)
+    command = "python -m experiments.coverage_worlds " + " ".join(shown)
     write_atomic(out / "coverage_worlds.csv", csv.encode())
     write_atomic(out / "coverage_worlds.md", markdown(rows, command.strip()).encode())
     failing = [r for r in rows if not r["passes"]]
@@ -360,5 +360,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())
+if __name__ == "__main__":
+    from experiments import run_command
+
+    raise SystemExit(run_command(main))

@@ -1,4 +1,4 @@
-"""``dpcube bench privelet``: the experiments of Xiao, Wang, Gehrke (ICDE 2010), Sec. VII.
+"""``python -m experiments.privelet``: the experiments of Xiao, Wang, Gehrke (ICDE 2010), Sec. VII.
 
 - Figs. 6/7: average square error vs query coverage, Basic vs Privelet+, epsilon in
   {0.5, 0.75, 1, 1.25}; on the real census extracts (ACS persons, Brazil 2000) by releasing, and on
@@ -35,13 +35,13 @@ from numpy.typing import NDArray
 
 from dpcube import progress
 from dpcube.errors import DataError
-from dpcube.experiments.repetitions import repetitions, standard_error
 from dpcube.histogram import Histogram, histogram
 from dpcube.mechanisms.base import Mechanism
 from dpcube.mechanisms.identity import Identity
 from dpcube.mechanisms.privelet.mechanism import Privelet, PriveletPlus, PriveletVariance
 from dpcube.release.cells import CellRelease, box_sums, prefix_sums
 from dpcube.schema import Hierarchy, Nominal, Ordinal, Schema
+from experiments.repetitions import repetitions, standard_error
 
 EPSILONS = (0.5, 0.75, 1.0, 1.25)
 METHODS: dict[str, Callable[[float], Mechanism]] = {
@@ -568,7 +568,7 @@ def summarise(square: Sequence[dict[str, Any]], relative: Sequence[dict[str, Any
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="dpcube bench privelet", description=__doc__.splitlines()[0]
+        prog="python -m experiments.privelet", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
     parser.add_argument("--out", type=Path, required=True)
@@ -655,3 +655,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 __all__ = ["coverage", "main", "quintiles", "random_boxes"]
+
+
+if __name__ == "__main__":
+    from experiments import run_command
+
+    raise SystemExit(run_command(main))
