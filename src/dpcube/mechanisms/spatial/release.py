@@ -695,14 +695,19 @@ class LeafRelease(Release):
         |L|`` of each that it holds (:func:`leaf_overlaps`; leaves it misses are left out)."""
         boxes = self.boxes(queries)
         key = boxes.tobytes()
-        if self._last_overlaps is None or self._last_overlaps[0] != key:
-            if self._leaf_map is None:
-                self._leaf_map = leaf_map(self.shape, self.rects)
-            query, leaf, cells = leaf_overlaps(self.shape, self.rects, boxes, self._leaf_map)
-            r = self.rects[leaf]
-            area = ((r[:, 1] - r[:, 0]) * (r[:, 3] - r[:, 2])).astype(np.float64)
-            self._last_overlaps = (key, (len(boxes), query, leaf, cells / area))
-        return self._last_overlaps[1]
+        last = self._last_overlaps  # read once: a service may answer from several threads
+        if last is not None and last[0] == key:
+            found: tuple[int, NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]
+            found = last[1]
+            return found
+        if self._leaf_map is None:
+            self._leaf_map = leaf_map(self.shape, self.rects)
+        query, leaf, cells = leaf_overlaps(self.shape, self.rects, boxes, self._leaf_map)
+        r = self.rects[leaf]
+        area = ((r[:, 1] - r[:, 0]) * (r[:, 3] - r[:, 2])).astype(np.float64)
+        overlaps = (len(boxes), query, leaf, cells / area)
+        self._last_overlaps = (key, overlaps)
+        return overlaps
 
     def bootstrap_world(self, dispersion: float | None = None) -> BootstrapWorld:
         """The parametric bootstrap's world: every leaf's count, made a non-negative whole number
