@@ -355,14 +355,14 @@ def overlapping_query(item: ServedRelease, query: dict[str, Any], overlapping: b
 
 
 def parse_where(text: str) -> dict[str, Any]:
-    """A ``where`` parameter as :func:`dpcube.cli.main.parse_where` reads ``--where``, a JSON
-    object read strictly first (:func:`dpcube.serve.inputs.read_json`: no repeated key, no
-    nesting past the limit)."""
-    from dpcube.cli.main import parse_where as parse_cli_where
+    """A ``where`` parameter in the query text language (:func:`dpcube.query_text.parse_where`,
+    as ``dpcube query --where``), a JSON object read strictly first
+    (:func:`dpcube.serve.inputs.read_json`: no repeated key, no nesting past the limit)."""
+    from dpcube.query_text import parse_where as parse_query_text
 
     if text.strip().startswith("{"):
         read_json(text.strip(), "where")
-    return parse_cli_where(text)
+    return parse_query_text(text)
 
 
 def _safe_file_part(text: str) -> str:
@@ -558,7 +558,8 @@ def create_app(
     ) -> Response:
         """The release's labelled table (as `dpcube export`): one row per released cell, leaf,
         cuboid cell or region x size, with the estimate and its interval at `level`."""
-        from dpcube.cli.export import encode, split_names
+        from dpcube.query_text import split_names
+        from dpcube.release.formats import encode
         from dpcube.release.tables import labelled_table, table_info
 
         item = lookup(name)
@@ -586,16 +587,9 @@ def create_app(
         )
         disposition = {"Content-Disposition": f'attachment; filename="{stem}.{format}"'}
         if format == "json":
-            from dpcube.serve.served import json_floats
+            from dpcube.release.formats import arrow_rows_json
 
-            columns = {}
-            for column in labelled.column_names:
-                values = labelled.column(column).to_pylist()
-                floats = all(isinstance(v, float) for v in values)
-                columns[column] = json_floats(values) if floats and values else values
-            listed = [
-                dict(zip(columns, row, strict=True)) for row in zip(*columns.values(), strict=True)
-            ]
+            listed = arrow_rows_json(labelled)
             return JSONResponse({**table_info(labelled), "rows": listed}, headers=disposition)
         media = "text/csv" if format == "csv" else "application/vnd.apache.parquet"
         return Response(encode(labelled, format), media_type=media, headers=disposition)

@@ -32,6 +32,7 @@ from dpcube.release.base import (
     load_release,
     publication_warning,
 )
+from dpcube.release.formats import answers_json, json_ready
 from dpcube.schema import BoxedQueries, Nominal, Ordinal, Schema, Spatial
 
 #: The report file served when the manifest names none (``dpcube report`` writes it).
@@ -160,19 +161,6 @@ class QueryResolver:
         return np.array(flat, dtype=np.int64).reshape(len(queries), self._axes, 2)
 
 
-def json_floats(values: Any) -> list[float | None]:
-    """Floats for JSON: NaN and infinities become None (``null``).
-
-    >>> json_floats(np.array([1.5, np.nan, np.inf]))
-    [1.5, None, None]
-    """
-    array = np.asarray(values, dtype=np.float64)
-    listed: list[float | None] = array.tolist()
-    if bool(np.isfinite(array).all()):
-        return listed
-    return [v if v is not None and math.isfinite(v) else None for v in listed]
-
-
 def attribute_info(attribute: Any) -> dict[str, Any]:
     """What a query widget needs to know about one attribute (labels, bins, edges, ranges)."""
     info: dict[str, Any] = attribute.to_dict()
@@ -256,8 +244,8 @@ class ServedRelease:
             "name": self.name,
             "kind": self.release.kind,
             "mechanism": m.mechanism,
-            "epsilon": _finite(m.epsilon),
-            "delta": _finite(m.delta),
+            "epsilon": json_ready(m.epsilon),
+            "delta": json_ready(m.delta),
             "neighbour": m.neighbour,
             "for_publication": m.for_publication,
             "release_id": m.release_id,
@@ -273,8 +261,8 @@ class ServedRelease:
             "not_for_publication": publication_warning(m),
             "guarantee": _jsonable(
                 {
-                    "epsilon": _finite(m.epsilon),
-                    "delta": _finite(m.delta),
+                    "epsilon": json_ready(m.epsilon),
+                    "delta": json_ready(m.delta),
                     "neighbour": m.neighbour,
                     "sensitivity": m.sensitivity,
                     "noise": m.noise,
@@ -392,38 +380,15 @@ class ServedRelease:
         if not 0.0 < level < 1.0:
             raise UsageError(f"level must be a confidence level between 0 and 1, got {level}")
         u = self.uncertainty(queries, level)
-        answers, lower, upper = json_floats(u.answers), json_floats(u.lower), json_floats(u.upper)
-        stddev, noise = json_floats(u.stddev), json_floats(u.noise_sd)
         kind = str(u.kind)
         return {
-            "answers": [
-                {
-                    "answer": a,
-                    "lower": lo,
-                    "upper": hi,
-                    "stddev": sd,
-                    "noise_sd": ns,
-                    "error_kind": kind,
-                    "trusted": u.trusted(i),
-                    "interval_kind": str(u.interval_kind[i]),
-                    "interval_reason": u.why(i),
-                }
-                for i, (a, lo, hi, sd, ns) in enumerate(
-                    zip(answers, lower, upper, stddev, noise, strict=True)
-                )
-            ],
+            "answers": answers_json(u),
             "level": level,
             "error_kind": kind,
             "error_reason": u.reason,
             "bootstrap_runs": int(u.runs) if kind == "bootstrap" else None,
             "not_for_publication": publication_warning(self.release.metadata),
         }
-
-
-def _finite(x: Any) -> Any:
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return x
 
 
 def _report_paths(directory: Path) -> tuple[Path, ...]:
@@ -468,7 +433,6 @@ __all__ = [
     "REPORT_HTML",
     "ServedRelease",
     "attribute_info",
-    "json_floats",
     "load_served",
     "warm_bootstrap",
 ]
