@@ -141,10 +141,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     cuboids: list[list[str] | None]
     if args.cuboid is not None:
         cuboids = [split_names(args.cuboid, "--cuboid")]
-    elif release.kind == "cuboids" and len(release.published) > 1:  # type: ignore[attr-defined]
-        cuboids = [list(c) for c in release.published]  # type: ignore[attr-defined]
     else:
-        cuboids = [None]
+        cuboids = release.export_tables()
     several = len(cuboids) > 1
     targets: list[Path | None]
     if not args.out:

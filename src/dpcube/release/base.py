@@ -41,20 +41,21 @@ import datetime as _dt
 import hashlib
 import hmac
 import json
+import math
 import os
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import pyarrow as pa
 from numpy.typing import NDArray
 
 from dpcube import registry
-from dpcube.errors import DPCubeError, ReleaseError
+from dpcube.errors import DPCubeError, QueryError, ReleaseError
 from dpcube.release.marks import (
     file_key,
     file_sha256,
@@ -76,6 +77,12 @@ REPORT_HTML_MARKER = '<meta name="generator" content="dpcube report">'
 #: Format 2 added the per-table SHA-256; format 3 the sizes, the marks of dpcube's files and the
 #: ``integrity`` of every field of the manifest.
 FORMAT_VERSION = 3
+#: The families of figures the HTML report draws (:meth:`Release.report_figures`), each rendered
+#: by :mod:`dpcube.report.sections`: ``marginals`` (one- and two-way marginals of the schema's
+#: attributes, with intervals), ``cuboid_tables`` (the published cuboids of a data cube),
+#: ``spatial`` (a map of leaves or cells), ``census`` (group sizes per region of a hierarchy).
+ReportFigure = Literal["marginals", "cuboid_tables", "spatial", "census"]
+
 #: Formats written by earlier versions: refused with how to re-create the release.
 OLDER_FORMATS = (1, 2)
 #: The most bytes read of a manifest, and of a pending journal.
@@ -579,6 +586,47 @@ class Release(ABC):
         if self.schema is None:
             raise ReleaseError(f"a {self.kind!r} release has no schema to list its cells by")
         return grid_cells(self.schema, attributes, where)
+
+    def table_cuboid(self, cuboid: Sequence[str] | None) -> list[str] | None:
+        """The attributes of the labelled table asked for as ``cuboid``, checked (None: the
+        release's own rows). A release has one table: naming a cuboid is refused; a data-cube
+        release overrides it."""
+        if cuboid is not None:
+            raise QueryError(
+                f"cuboid= applies to data-cube releases; this is a {self.kind!r} release"
+            )
+        return None
+
+    def export_tables(self) -> list[list[str] | None]:
+        """The tables ``dpcube export`` writes when no cuboid is named, each as
+        :meth:`table_cuboid` takes it: ``[None]``, the release's one table."""
+        return [None]
+
+    def table_size(self, cuboid: Sequence[str] | None, where: Mapping[str, Any]) -> int:
+        """How many rows the labelled table of ``cuboid`` inside ``where`` has at most, worked
+        out before it is built (a service refuses a table too large to send): the product of
+        the bins ``where`` leaves to the table's attributes (all of the schema's when None)."""
+        schema = self.schema
+        if schema is None:
+            return 0
+        box = schema.box(where)
+        rows = 1
+        for name in schema.names if cuboid is None else cuboid:
+            if name in schema.names:
+                rows *= math.prod(hi - lo + 1 for lo, hi in box[schema.axis_slice(name)])
+        return rows
+
+    def explorer_view(self) -> dict[str, Any]:
+        """What a query page needs to know of this release beyond its schema, as JSON values
+        (``GET /api/releases/{name}`` adds it to the description): ``{}`` here; a data cube
+        lists its ``cuboids``, a census release its region ``hierarchy`` (the page then asks
+        for a region and a size rather than attributes), a spatial one its ``bounds``."""
+        return {}
+
+    def report_figures(self) -> tuple[ReportFigure, ...]:
+        """The families of figures the HTML report draws for this release, in order (the
+        report renders each; none: the report points to the labelled table instead)."""
+        return ()
 
     def to_arrow(
         self,

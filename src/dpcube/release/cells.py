@@ -11,7 +11,7 @@ from numpy.typing import NDArray
 
 from dpcube.errors import ReleaseError
 from dpcube.linalg.summed_area import box_sums, prefix_sums
-from dpcube.release.base import Release, ReleaseMetadata, column_numpy
+from dpcube.release.base import Release, ReleaseMetadata, ReportFigure, column_numpy
 from dpcube.release.variance import VarianceModel, load_variance_model
 from dpcube.schema import Schema
 
@@ -86,6 +86,9 @@ class CellRelease(Release):
         if self.variance_model is None:
             return np.full(len(queries), np.nan)
         return self.variance_model.variance_many(self.boxes(queries))
+
+    def report_figures(self) -> tuple[ReportFigure, ...]:
+        return ("marginals",)
 
     def tables(self) -> dict[str, pa.Table]:
         assert self.schema is not None

@@ -101,16 +101,10 @@ def build_report(
         sections.guarantee_section(release, options, kind_reason),
     ]
     kind = release.kind
-    if kind == "cells":
-        body.append(sections.marginal_sections(release, options))
-    elif kind == "cuboids":
-        body.append(sections.cuboid_tables(release, options))
-        body.append(sections.marginal_sections(release, options))
-    elif kind == "spatial_leaves":
-        body.append(sections.spatial_section(release, options))
-    elif kind == "census_hierarchy":
-        body.append(sections.census_section(release, options))
-    else:
+    figures = release.report_figures()
+    for figure in figures:
+        body.append(sections.FIGURES[figure](release, options))
+    if not figures:
         body.append(
             f'<section id="other"><p class="note">No pictures for a {esc(kind)!s} release yet; '
             "its labelled table: <code>dpcube export</code>.</p></section>"

@@ -24,7 +24,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpcube.errors import DPCubeError
-from dpcube.release.base import Release, publication_warning
+from dpcube.release.base import Release, ReportFigure, publication_warning
 from dpcube.release.uncertainty import DEFAULT_RUNS, Uncertainty
 from dpcube.report import figures
 from dpcube.report.html import esc, figure, slug, table, with_interval
@@ -624,6 +624,16 @@ def cuboid_tables(release: Any, options: ReportOptions) -> str:
 
 
 # -- the plan of --mechanism auto -------------------------------------------------------------
+
+
+#: How the report draws each family of figures a release asks for
+#: (:meth:`dpcube.release.base.Release.report_figures`).
+FIGURES: dict[ReportFigure, Callable[[Any, ReportOptions], str]] = {
+    "marginals": marginal_sections,
+    "cuboid_tables": cuboid_tables,
+    "spatial": spatial_section,
+    "census": census_section,
+}
 
 
 def plan_section(plan: dict[str, Any]) -> str:

@@ -13,7 +13,6 @@ construction and every answer is post-processing of it.
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 from collections.abc import Mapping, Sequence
@@ -279,52 +278,13 @@ class ServedRelease:
             out["schema"] = {
                 "attributes": [attribute_info(a) for a in release.schema.attributes],
             }
-        published = getattr(release, "published", None)
-        if release.kind == "cuboids" and published is not None:
-            out["cuboids"] = [list(c) for c in published]
-        hierarchy = getattr(release, "hierarchy", None)
-        if release.kind == "census_hierarchy" and hierarchy is not None:
-            names = list(hierarchy.names)
-            out["hierarchy"] = {
-                "regions": [
-                    {"name": n, "parent": names[p] if p >= 0 else None, "level": int(lv)}
-                    for n, p, lv in zip(
-                        names, hierarchy.parent.tolist(), hierarchy.level.tolist(), strict=True
-                    )
-                ],
-                "max_size": int(getattr(release, "max_size", 0)),
-                "top_coded": bool(getattr(release, "top_coded", False)),
-            }
-        if release.kind == "spatial_leaves" and release.schema is not None:
-            spatial = [a for a in release.schema.attributes if isinstance(a, Spatial)]
-            out["bounds"] = {
-                a.name: {"bbox": list(a.bbox), "resolution": list(a.resolution)} for a in spatial
-            }
-            out["leaves"] = len(getattr(release, "rects", ()))
+        out.update(release.explorer_view())
         return out
 
     def table_rows(self, cuboid: Sequence[str] | None, where: Mapping[str, Any]) -> int:
         """How many rows the labelled table of ``cuboid`` inside ``where`` has at most (before
         it is built: a service refuses a table too large to send)."""
-        release = self.release
-        hierarchy = getattr(release, "hierarchy", None)
-        if release.kind == "census_hierarchy" and hierarchy is not None:
-            return int(hierarchy.size) * int(getattr(release, "max_size", 1))
-        if release.kind == "spatial_leaves" and cuboid is None and not where:
-            return len(getattr(release, "rects", ()))
-        schema = release.schema
-        if schema is None:
-            return 0
-        names = list(cuboid) if cuboid is not None else None
-        published = getattr(release, "published", None)
-        if names is None and release.kind == "cuboids" and published:
-            names = list(published[0]) if len(published) == 1 else []
-        box = schema.box(where)
-        rows = 1
-        for name in schema.names if names is None else names:
-            if name in schema.names:
-                rows *= math.prod(hi - lo + 1 for lo, hi in box[schema.axis_slice(name)])
-        return rows
+        return self.release.table_size(None if cuboid is None else list(cuboid), where)
 
     # -- answering -------------------------------------------------------------------------------
     def resolve(self, queries: Sequence[Any]) -> Sequence[Mapping[str, Any]]:

@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 
 from dpcube.errors import ReleaseError
 from dpcube.mechanisms.spatial._common import grid_shape
-from dpcube.release.base import Release, ReleaseMetadata, column_numpy
+from dpcube.release.base import Release, ReleaseMetadata, ReportFigure, column_numpy
 from dpcube.release.cells import box_sums, prefix_sums
 from dpcube.schema import Schema, Spatial
 
@@ -730,6 +730,30 @@ class LeafRelease(Release):
             for a, b, c, d in self.rects.tolist()
         ]
         return labels, queries
+
+    # -- the labelled table, the explorer and the report -----------------------------------
+    def table_size(self, cuboid: Sequence[str] | None, where: Mapping[str, Any]) -> int:
+        """One row per leaf (:meth:`table_cells`), or with ``cuboid``/``where`` the grid
+        cells (:meth:`Release.table_size`)."""
+        if cuboid is None and not where:
+            return len(self.rects)
+        return super().table_size(cuboid, where)
+
+    def explorer_view(self) -> dict[str, Any]:
+        """The ``bounds`` of each spatial attribute (bounding box, grid resolution) and the
+        number of ``leaves``."""
+        if self.schema is None:
+            return {}
+        spatial = [a for a in self.schema.attributes if isinstance(a, Spatial)]
+        return {
+            "bounds": {
+                a.name: {"bbox": list(a.bbox), "resolution": list(a.resolution)} for a in spatial
+            },
+            "leaves": len(self.rects),
+        }
+
+    def report_figures(self) -> tuple[ReportFigure, ...]:
+        return ("spatial",)
 
     def tables(self) -> dict[str, pa.Table]:
         columns: dict[str, Any] = {
