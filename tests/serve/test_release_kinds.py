@@ -1,5 +1,5 @@
 """Each release kind answers for itself: the size of its labelled table, its explorer view, its
-export tables and its report figures are methods on its class, read by the service, the report
+export tables and its report's parts are methods on its class, read by the service, the report
 and the command line without naming kinds."""
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from dpcube.release.base import Release, ReportFigure, load_release
+from dpcube.release.base import Release, load_release
 from dpcube.release.cells import CellRelease
+from dpcube.release.views import ReportFigure, ReportPart, ReportSection
 from dpcube.report import sections
 from dpcube.report.build import build_report
 from dpcube.serve.served import ServedRelease
@@ -77,15 +78,29 @@ def test_export_tables_one_per_published_cuboid(releases: dict[str, Release]) ->
             releases[name].table_cuboid(["age"])
 
 
-def test_every_report_figure_is_drawn(releases: dict[str, Release]) -> None:
+def test_report_parts_are_the_kinds_own(releases: dict[str, Release]) -> None:
     assert set(sections.FIGURES) == set(typing.get_args(ReportFigure))
-    expected = {
-        "cells": ("marginals",),
-        "cube": ("cuboid_tables", "marginals"),
-        "grid": ("spatial",),
-        "census": ("census",),
-    }
-    assert {n: r.report_figures() for n, r in releases.items()} == expected
+    assert releases["cells"].report_parts(10) == ("marginals",)
+    assert releases["census"].report_parts(10) == ("census",)
+    cube, marginals = releases["cube"].report_parts(10)
+    assert isinstance(cube, ReportSection) and marginals == "marginals"
+    published = releases["cube"].published  # type: ignore[attr-defined]
+    assert [t.heading for t in cube.tables] == [
+        f"Cuboid: {', '.join(c) or 'total (no attribute)'}" for c in published
+    ]
+    (grid,) = releases["grid"].report_parts(3)
+    assert isinstance(grid, ReportSection) and grid.map_outlines is not None
+    (leaves,) = grid.tables  # cut to the 3 leaves with the largest counts, of 4
+    assert len(leaves.queries) == 3 and "the 3 leaves with the largest" in leaves.heading
+    estimates = releases["grid"].answer_many(leaves.queries)
+    assert list(estimates) == sorted(estimates, reverse=True)
+
+
+def test_a_cut_table_says_so(releases: dict[str, Release]) -> None:
+    cube, _ = releases["cube"].report_parts(2)
+    assert isinstance(cube, ReportSection)
+    cut = [t for t in cube.tables if len(t.queries) == 2 and t.note]
+    assert cut and all("dpcube export --cuboid" in str(t.note) for t in cut)
 
 
 class _NewKind(CellRelease):
@@ -96,7 +111,7 @@ class _NewKind(CellRelease):
     def explorer_view(self) -> dict[str, Any]:
         return {"note": "drawn by the kind itself"}
 
-    def report_figures(self) -> tuple[ReportFigure, ...]:
+    def report_parts(self, max_rows: int) -> tuple[ReportPart, ...]:
         return ()
 
 

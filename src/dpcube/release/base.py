@@ -48,7 +48,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -66,6 +66,7 @@ from dpcube.release.marks import (
     read_regular_file,
     written_sha256,
 )
+from dpcube.release.views import ReportPart
 from dpcube.schema import Box, BoxedQuery, Schema
 
 MANIFEST = "manifest.json"
@@ -77,12 +78,6 @@ REPORT_HTML_MARKER = '<meta name="generator" content="dpcube report">'
 #: Format 2 added the per-table SHA-256; format 3 the sizes, the marks of dpcube's files and the
 #: ``integrity`` of every field of the manifest.
 FORMAT_VERSION = 3
-#: The families of figures the HTML report draws (:meth:`Release.report_figures`), each rendered
-#: by :mod:`dpcube.report.sections`: ``marginals`` (one- and two-way marginals of the schema's
-#: attributes, with intervals), ``cuboid_tables`` (the published cuboids of a data cube),
-#: ``spatial`` (a map of leaves or cells), ``census`` (group sizes per region of a hierarchy).
-ReportFigure = Literal["marginals", "cuboid_tables", "spatial", "census"]
-
 #: Formats written by earlier versions: refused with how to re-create the release.
 OLDER_FORMATS = (1, 2)
 #: The most bytes read of a manifest, and of a pending journal.
@@ -623,9 +618,11 @@ class Release(ABC):
         for a region and a size rather than attributes), a spatial one its ``bounds``."""
         return {}
 
-    def report_figures(self) -> tuple[ReportFigure, ...]:
-        """The families of figures the HTML report draws for this release, in order (the
-        report renders each; none: the report points to the labelled table instead)."""
+    def report_parts(self, max_rows: int) -> tuple[ReportPart, ...]:
+        """What the HTML report shows of this release, in order (:mod:`dpcube.release.views`):
+        families of figures it draws from the schema and the answers, and sections this kind
+        describes itself, whose tables list at most ``max_rows`` rows. None: the report points
+        to the labelled table instead."""
         return ()
 
     def to_arrow(

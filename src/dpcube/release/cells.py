@@ -11,8 +11,9 @@ from numpy.typing import NDArray
 
 from dpcube.errors import ReleaseError
 from dpcube.linalg.summed_area import box_sums, prefix_sums
-from dpcube.release.base import Release, ReleaseMetadata, ReportFigure, column_numpy
+from dpcube.release.base import Release, ReleaseMetadata, column_numpy
 from dpcube.release.variance import VarianceModel, load_variance_model
+from dpcube.release.views import ReportPart
 from dpcube.schema import Schema
 
 if TYPE_CHECKING:
@@ -87,7 +88,7 @@ class CellRelease(Release):
             return np.full(len(queries), np.nan)
         return self.variance_model.variance_many(self.boxes(queries))
 
-    def report_figures(self) -> tuple[ReportFigure, ...]:
+    def report_parts(self, max_rows: int) -> tuple[ReportPart, ...]:
         return ("marginals",)
 
     def tables(self) -> dict[str, pa.Table]:

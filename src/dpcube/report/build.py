@@ -101,10 +101,9 @@ def build_report(
         sections.guarantee_section(release, options, kind_reason),
     ]
     kind = release.kind
-    figures = release.report_figures()
-    for figure in figures:
-        body.append(sections.FIGURES[figure](release, options))
-    if not figures:
+    parts = release.report_parts(sections.MAX_TABLE_ROWS)
+    body.extend(sections.report_part(release, part, options) for part in parts)
+    if not parts:
         body.append(
             f'<section id="other"><p class="note">No pictures for a {esc(kind)!s} release yet; '
             "its labelled table: <code>dpcube export</code>.</p></section>"

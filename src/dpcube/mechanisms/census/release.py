@@ -16,7 +16,8 @@ from numpy.typing import NDArray
 
 from dpcube.errors import QueryError, ReleaseError
 from dpcube.mechanisms.census.hierarchy import RegionHierarchy
-from dpcube.release.base import Release, ReleaseMetadata, ReportFigure, column_numpy
+from dpcube.release.base import Release, ReleaseMetadata, column_numpy
+from dpcube.release.views import ReportPart
 
 if TYPE_CHECKING:
     from dpcube.release.uncertainty import BootstrapWorld
@@ -292,7 +293,7 @@ class CensusRelease(Release):
             }
         }
 
-    def report_figures(self) -> tuple[ReportFigure, ...]:
+    def report_parts(self, max_rows: int) -> tuple[ReportPart, ...]:
         return ("census",)
 
     def tables(self) -> dict[str, pa.Table]:

@@ -26,8 +26,9 @@ from dpcube.errors import QueryError, ReleaseError
 from dpcube.mechanisms.datacube.consistency import l2_variance
 from dpcube.mechanisms.datacube.geometry import CubeGeometry
 from dpcube.mechanisms.datacube.lattice import bits, is_subset, rollup, shape
-from dpcube.release.base import Release, ReleaseMetadata, ReportFigure, column_numpy
+from dpcube.release.base import Release, ReleaseMetadata, column_numpy
 from dpcube.release.cells import box_sums, prefix_sums
+from dpcube.release.views import ReportPart, ReportSection, ReportTable
 from dpcube.schema import Schema
 
 if TYPE_CHECKING:
@@ -361,8 +362,37 @@ class CuboidRelease(Release):
         """The published cuboids (the page offers one at a time)."""
         return {"cuboids": [list(c) for c in self.published]}
 
-    def report_figures(self) -> tuple[ReportFigure, ...]:
-        return ("cuboid_tables", "marginals")
+    def report_parts(self, max_rows: int) -> tuple[ReportPart, ...]:
+        """One table per published cuboid (its first ``max_rows`` cells), then the marginals."""
+        tables = []
+        for cuboid in self.published:
+            names = list(cuboid)
+            labels, queries = self.table_cells(names, None)
+            n = len(queries)
+            keep = min(n, max_rows)
+            edges = {f"{a}_{end}" for a in names for end in ("lo", "hi")}  # an ordinal's bin edges
+            shown = {c: [str(v) for v in labels[c][:keep]] for c in labels if c not in edges}
+            title = ", ".join(names) if names else "total (no attribute)"
+            cut = (
+                f"The first {keep:,} of {n:,} rows (dpcube export --cuboid {','.join(names)} "
+                "writes them all)."
+            )
+            tables.append(
+                ReportTable(
+                    ident=f"table-cuboid-{'-'.join(names) if names else 'total'}",
+                    heading=f"Cuboid: {title}",
+                    labels=shown,
+                    queries=queries[:keep],
+                    note=cut if n > keep else None,
+                )
+            )
+        published = ReportSection(
+            ident="cuboids",
+            title="Published cuboids",
+            note=f"{len(self.published)} cuboids were published; one table each.",
+            tables=tuple(tables),
+        )
+        return (published, "marginals")
 
     def tables(self) -> dict[str, pa.Table]:
         masks = sorted(self._cuboids)

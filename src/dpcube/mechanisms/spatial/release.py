@@ -21,8 +21,9 @@ from numpy.typing import NDArray
 
 from dpcube.errors import ReleaseError
 from dpcube.mechanisms.spatial._common import grid_shape
-from dpcube.release.base import Release, ReleaseMetadata, ReportFigure, column_numpy
+from dpcube.release.base import Release, ReleaseMetadata, column_numpy
 from dpcube.release.cells import box_sums, prefix_sums
+from dpcube.release.views import ReportPart, ReportSection, ReportTable
 from dpcube.schema import Schema, Spatial
 
 if TYPE_CHECKING:
@@ -752,8 +753,27 @@ class LeafRelease(Release):
             "leaves": len(self.rects),
         }
 
-    def report_figures(self) -> tuple[ReportFigure, ...]:
-        return ("spatial",)
+    def report_parts(self, max_rows: int) -> tuple[ReportPart, ...]:
+        """The map with the leaves outlined, then the ``max_rows`` leaves with the largest
+        released counts (coordinates to 8 significant digits: not rounded away)."""
+        labels, queries = self.table_cells()
+        order = np.argsort(-np.asarray(self.leaf_counts, dtype=np.float64), kind="stable")
+        order = order[:max_rows]
+        shown = (
+            f"the {len(order):,} leaves with the largest released counts, of {len(queries):,}"
+            if len(queries) > len(order)
+            else f"all {len(queries):,} leaves"
+        )
+        leaves = ReportTable(
+            ident="table-leaves",
+            heading=f"Released leaves ({shown})",
+            labels={n: [f"{float(labels[n][i]):.8g}" for i in order.tolist()] for n in labels},
+            queries=[queries[i] for i in order.tolist()],
+        )
+        section = ReportSection(
+            ident="spatial", title="Location map", tables=(leaves,), map_outlines=self.rects
+        )
+        return (section,)
 
     def tables(self) -> dict[str, pa.Table]:
         columns: dict[str, Any] = {
