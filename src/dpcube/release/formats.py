@@ -53,35 +53,11 @@ def json_floats(values: Any) -> list[float | None]:
     return listed
 
 
-def answer_json(u: Any, i: int, *, level: float | None = None) -> dict[str, Any]:
-    """Answer ``i`` of ``u`` (a :class:`dpcube.release.uncertainty.Uncertainty`) as JSON: the
-    answer, its interval (``lower``/``upper``), its error (``stddev``, ``noise_sd``,
-    ``error_kind``) and whether the interval is trusted, of which kind, and why.
-
-    ``level``: the answer stands alone (``dpcube query --json``): it then also carries the
-    confidence ``level`` and the release's ``error_reason``, which a batch states once.
-    """
-    out: dict[str, Any] = {
-        "answer": json_ready(float(u.answers[i])),
-        "lower": json_ready(float(u.lower[i])),
-        "upper": json_ready(float(u.upper[i])),
-    }
-    if level is not None:
-        out["level"] = level
-    out["stddev"] = json_ready(float(u.stddev[i]))
-    out["noise_sd"] = json_ready(float(u.noise_sd[i]))
-    out["error_kind"] = str(u.kind)
-    if level is not None:
-        out["error_reason"] = u.reason
-    out["trusted"] = u.trusted(i)
-    out["interval_kind"] = str(u.interval_kind[i])
-    out["interval_reason"] = u.why(i)
-    return out
-
-
 def answers_json(u: Any) -> list[dict[str, Any]]:
-    """Every answer of ``u`` as :func:`answer_json` writes it in a batch (no ``level``), the
-    float columns converted once for the whole batch."""
+    """Every answer of ``u`` (a :class:`dpcube.release.uncertainty.Uncertainty`) as JSON: the
+    answer, its interval (``lower``/``upper``), its error (``stddev``, ``noise_sd``,
+    ``error_kind``) and whether the interval is trusted, of which kind, and why (the float
+    columns converted once for the whole batch)."""
     answers, lower, upper = json_floats(u.answers), json_floats(u.lower), json_floats(u.upper)
     stddev, noise = json_floats(u.stddev), json_floats(u.noise_sd)
     kind = str(u.kind)
@@ -101,6 +77,21 @@ def answers_json(u: Any) -> list[dict[str, Any]]:
             zip(answers, lower, upper, stddev, noise, strict=True)
         )
     ]
+
+
+def answer_json(u: Any, i: int, *, level: float) -> dict[str, Any]:
+    """Answer ``i`` of ``u`` standing alone (``dpcube query --json``): as :func:`answers_json`
+    writes it, with the confidence ``level`` after the interval and the release's
+    ``error_reason`` after the error, which a batch states once for all its answers."""
+    record = answers_json(u)[i]
+    out: dict[str, Any] = {}
+    for key, value in record.items():
+        out[key] = value
+        if key == "upper":
+            out["level"] = level
+        elif key == "error_kind":
+            out["error_reason"] = u.reason
+    return out
 
 
 def table_json(rows: Any) -> dict[str, Any]:
