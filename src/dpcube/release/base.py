@@ -41,6 +41,7 @@ import datetime as _dt
 import hashlib
 import hmac
 import json
+import math
 import os
 import re
 from abc import ABC, abstractmethod
@@ -54,7 +55,7 @@ import pyarrow as pa
 from numpy.typing import NDArray
 
 from dpcube import registry
-from dpcube.errors import DPCubeError, ReleaseError
+from dpcube.errors import DPCubeError, QueryError, ReleaseError
 from dpcube.release.marks import (
     file_key,
     file_sha256,
@@ -65,6 +66,7 @@ from dpcube.release.marks import (
     read_regular_file,
     written_sha256,
 )
+from dpcube.release.views import ReportPart
 from dpcube.schema import Box, BoxedQueries, BoxedQuery, Schema
 
 MANIFEST = "manifest.json"
@@ -701,6 +703,49 @@ class Release(ABC):
         if self.schema is None:
             raise ReleaseError(f"a {self.kind!r} release has no schema to list its cells by")
         return grid_cells(self.schema, attributes, where)
+
+    def table_cuboid(self, cuboid: Sequence[str] | None) -> list[str] | None:
+        """The attributes of the labelled table asked for as ``cuboid``, checked (None: the
+        release's own rows). A release has one table: naming a cuboid is refused; a data-cube
+        release overrides it."""
+        if cuboid is not None:
+            raise QueryError(
+                f"cuboid= applies to data-cube releases; this is a {self.kind!r} release"
+            )
+        return None
+
+    def export_tables(self) -> list[list[str] | None]:
+        """The tables ``dpcube export`` writes when no cuboid is named, each as
+        :meth:`table_cuboid` takes it: ``[None]``, the release's one table."""
+        return [None]
+
+    def table_size(self, cuboid: Sequence[str] | None, where: Mapping[str, Any]) -> int:
+        """How many rows the labelled table of ``cuboid`` inside ``where`` has at most, worked
+        out before it is built (a service refuses a table too large to send): the product of
+        the bins ``where`` leaves to the table's attributes (all of the schema's when None)."""
+        schema = self.schema
+        if schema is None:
+            return 0
+        box = schema.box(where)
+        rows = 1
+        for name in schema.names if cuboid is None else cuboid:
+            if name in schema.names:
+                rows *= math.prod(hi - lo + 1 for lo, hi in box[schema.axis_slice(name)])
+        return rows
+
+    def explorer_view(self) -> dict[str, Any]:
+        """What a query page needs to know of this release beyond its schema, as JSON values
+        (``GET /api/releases/{name}`` adds it to the description): ``{}`` here; a data cube
+        lists its ``cuboids``, a census release its region ``hierarchy`` (the page then asks
+        for a region and a size rather than attributes), a spatial one its ``bounds``."""
+        return {}
+
+    def report_parts(self, max_rows: int) -> tuple[ReportPart, ...]:
+        """What the HTML report shows of this release, in order (:mod:`dpcube.release.views`):
+        families of figures it draws from the schema and the answers, and sections this kind
+        describes itself, whose tables list at most ``max_rows`` rows. None: the report points
+        to the labelled table instead."""
+        return ()
 
     def to_arrow(
         self,

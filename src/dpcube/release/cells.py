@@ -13,6 +13,7 @@ from dpcube.errors import ReleaseError
 from dpcube.linalg.summed_area import box_sums, prefix_sums
 from dpcube.release.base import Release, ReleaseMetadata, column_numpy
 from dpcube.release.variance import VarianceModel, load_variance_model
+from dpcube.release.views import ReportPart
 from dpcube.schema import Schema
 
 if TYPE_CHECKING:
@@ -96,6 +97,9 @@ class CellRelease(Release):
         if self.variance_model is None:
             return np.full(len(queries), np.nan)
         return self.variance_model.variance_many(self.boxes(queries))
+
+    def report_parts(self, max_rows: int) -> tuple[ReportPart, ...]:
+        return ("marginals",)
 
     def tables(self) -> dict[str, pa.Table]:
         assert self.schema is not None

@@ -101,16 +101,9 @@ def build_report(
         sections.guarantee_section(release, options, kind_reason),
     ]
     kind = release.kind
-    if kind == "cells":
-        body.append(sections.marginal_sections(release, options))
-    elif kind == "cuboids":
-        body.append(sections.cuboid_tables(release, options))
-        body.append(sections.marginal_sections(release, options))
-    elif kind == "spatial_leaves":
-        body.append(sections.spatial_section(release, options))
-    elif kind == "census_hierarchy":
-        body.append(sections.census_section(release, options))
-    else:
+    parts = release.report_parts(sections.MAX_TABLE_ROWS)
+    body.extend(sections.report_part(release, part, options) for part in parts)
+    if not parts:
         body.append(
             f'<section id="other"><p class="note">No pictures for a {esc(kind)!s} release yet; '
             "its labelled table: <code>dpcube export</code>.</p></section>"

@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 from dpcube.errors import QueryError, ReleaseError
 from dpcube.mechanisms.census.hierarchy import RegionHierarchy
 from dpcube.release.base import Release, ReleaseMetadata, column_numpy
+from dpcube.release.views import ReportPart
 
 if TYPE_CHECKING:
     from dpcube.release.uncertainty import BootstrapWorld
@@ -316,6 +317,30 @@ class CensusRelease(Release):
         if "size" in names:
             labels["size"] = [row["size"] for row in rows]
         return labels, [{**where, **row} for row in rows]
+
+    # -- the labelled table, the explorer and the report -----------------------------------
+    def table_size(self, cuboid: Sequence[str] | None, where: Mapping[str, Any]) -> int:
+        """Every region times every size, at most."""
+        return int(self.hierarchy.size) * int(self.max_size)
+
+    def explorer_view(self) -> dict[str, Any]:
+        """The region ``hierarchy`` (each region's parent and level) and the sizes: the page
+        asks for a region and a size rather than for attributes."""
+        h = self.hierarchy
+        names = list(h.names)
+        return {
+            "hierarchy": {
+                "regions": [
+                    {"name": n, "parent": names[p] if p >= 0 else None, "level": int(lv)}
+                    for n, p, lv in zip(names, h.parent.tolist(), h.level.tolist(), strict=True)
+                ],
+                "max_size": int(self.max_size),
+                "top_coded": bool(self.top_coded),
+            }
+        }
+
+    def report_parts(self, max_rows: int) -> tuple[ReportPart, ...]:
+        return ("census",)
 
     def tables(self) -> dict[str, pa.Table]:
         h, k = self.hierarchy, self.max_size

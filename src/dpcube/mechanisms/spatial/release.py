@@ -23,6 +23,7 @@ from dpcube.errors import ReleaseError
 from dpcube.mechanisms.spatial._common import grid_shape
 from dpcube.release.base import Release, ReleaseMetadata, column_numpy
 from dpcube.release.cells import box_sums, prefix_sums
+from dpcube.release.views import ReportPart, ReportSection, ReportTable
 from dpcube.schema import BoxedQueries, Schema, Spatial
 
 if TYPE_CHECKING:
@@ -1036,6 +1037,49 @@ class LeafRelease(Release):
         r = self.rects
         boxes = np.stack([r[:, 0], r[:, 1] - 1, r[:, 2], r[:, 3] - 1], axis=1).reshape(-1, 2, 2)
         return BoxedQueries(boxes, {}, row)
+
+    # -- the labelled table, the explorer and the report -----------------------------------
+    def table_size(self, cuboid: Sequence[str] | None, where: Mapping[str, Any]) -> int:
+        """One row per leaf (:meth:`table_cells`), or with ``cuboid``/``where`` the grid
+        cells (:meth:`Release.table_size`)."""
+        if cuboid is None and not where:
+            return len(self.rects)
+        return super().table_size(cuboid, where)
+
+    def explorer_view(self) -> dict[str, Any]:
+        """The ``bounds`` of each spatial attribute (bounding box, grid resolution) and the
+        number of ``leaves``."""
+        if self.schema is None:
+            return {}
+        spatial = [a for a in self.schema.attributes if isinstance(a, Spatial)]
+        return {
+            "bounds": {
+                a.name: {"bbox": list(a.bbox), "resolution": list(a.resolution)} for a in spatial
+            },
+            "leaves": len(self.rects),
+        }
+
+    def report_parts(self, max_rows: int) -> tuple[ReportPart, ...]:
+        """The map with the leaves outlined, then the ``max_rows`` leaves with the largest
+        released counts (coordinates to 8 significant digits: not rounded away)."""
+        labels, queries = self.table_cells()
+        order = np.argsort(-np.asarray(self.leaf_counts, dtype=np.float64), kind="stable")
+        order = order[:max_rows]
+        shown = (
+            f"the {len(order):,} leaves with the largest released counts, of {len(queries):,}"
+            if len(queries) > len(order)
+            else f"all {len(queries):,} leaves"
+        )
+        leaves = ReportTable(
+            ident="table-leaves",
+            heading=f"Released leaves ({shown})",
+            labels={n: [f"{float(labels[n][i]):.8g}" for i in order.tolist()] for n in labels},
+            queries=[queries[i] for i in order.tolist()],
+        )
+        section = ReportSection(
+            ident="spatial", title="Location map", tables=(leaves,), map_outlines=self.rects
+        )
+        return (section,)
 
     def tables(self) -> dict[str, pa.Table]:
         columns: dict[str, Any] = {
