@@ -724,7 +724,6 @@ def _add_demo(sub: Any) -> None:
     p.set_defaults(func=cmd_demo)
 
 
-
 #: The sub-commands built here; the others are registered in :data:`dpcube.registry.COMMANDS`.
 _BUILT_IN: dict[str, Any] = {
     "release": _add_release,
