@@ -162,7 +162,8 @@ def handler(args: argparse.Namespace) -> int:
             nc = m["noise_comparison"]
             lose = "laplace" if nc["winner"] == "gaussian" else "gaussian"
             print(
-                f"noise (spec App. B.3/E8): {nc['winner']} noise wins, {nc['ratio']:.3g}x lower "
+                f"noise (Li & Miklau App. B.3, corrected): {nc['winner']} noise wins, "
+                f"{nc['ratio']:.3g}x lower "
                 f"error ({nc['winner']} {nc[nc['winner']]['error']:.6g} with "
                 f"{nc[nc['winner']]['strategy']}, {lose} {nc[lose]['error']:.6g} with "
                 f"{nc[lose]['strategy']} at the same epsilon)"

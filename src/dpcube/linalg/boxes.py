@@ -2,7 +2,7 @@
 
 A 0/1 box query over the grid ``d₁ x … x d_k`` is the Kronecker product of the per-axis interval
 indicators ``r₁ ⊗ … ⊗ r_k``, so the Gram of a workload of q boxes is the sum of q Kronecker
-products ``G = Σ_q ⊗ᵢ r_qi r_qiᵀ`` (matrix-mechanism spec §1.2, §3.3 item 5). :class:`BoxGram`
+products ``G = Σ_q ⊗ᵢ r_qi r_qiᵀ`` (Li & Miklau 2011, Def. 2.1 and Sec. 3.3). :class:`BoxGram`
 holds G as its boxes: on a 256 x 256 grid (65,536 cells) G would be a 32 GiB dense matrix, while
 the boxes take 32 bytes each. Everything the planner needs follows without forming G:
 

@@ -7,12 +7,14 @@ operators, vertical stacks and Kronecker products. Every operator gives
 - ``matvec(x)`` = ``M x`` and ``rmatvec(y)`` = ``Mᵀ y`` (``x`` may be a vector or an ``(n, k)`` block);
 - ``gram()`` = ``MᵀM`` as an operator (Kronecker stays Kronecker, stacks become sums);
 - ``column_l1()``, ``column_l2_squared()``, ``column_support()``: per-column norms and number of
-  non-zero rows, from which sensitivities follow (matrix-mechanism spec §1.3: the L1/L2 sensitivity
-  of ``M`` under add/remove neighbours is the largest column L1/L2 norm);
+  non-zero rows, from which sensitivities follow (Li, Miklau, "Efficient Batch Query Answering Under
+  Differential Privacy", 2011, Prop. 2.1: the L1/L2 sensitivity of ``M`` under add/remove neighbours
+  is the largest column L1/L2 norm);
 - ``dense()`` / ``sparse()`` for the small cases and for tests.
 
 Cells are flattened row-major (C order, last axis fastest), so a product workload over a grid
-``d₁ x … x d_k`` is the Kronecker product ``W₁ ⊗ … ⊗ W_k`` of ``numpy.kron`` (spec §1.1).
+``d₁ x … x d_k`` is the Kronecker product ``W₁ ⊗ … ⊗ W_k`` of ``numpy.kron`` (Li & Miklau, Sec. 2.1,
+App. A).
 
 >>> K = Kronecker([Prefix(2), Identity(3)])
 >>> K.shape
@@ -81,11 +83,11 @@ class LinearOperator(ABC):
         return bool(s.nnz == 0 or s.data.min() >= 0)
 
     def l1_sensitivity(self) -> float:
-        """Largest column L1 norm: the L1 sensitivity under add/remove (spec §1.3)."""
+        """Largest column L1 norm: the L1 sensitivity under add/remove (Li & Miklau, Prop. 2.1)."""
         return float(self.column_l1().max())
 
     def l2_sensitivity(self) -> float:
-        """Largest column L2 norm: the L2 sensitivity under add/remove (spec §1.3)."""
+        """Largest column L2 norm: the L2 sensitivity under add/remove (Li & Miklau, Prop. B.1)."""
         return math.sqrt(float(self.column_l2_squared().max()))
 
     def sparse(self) -> sp.csr_matrix:
@@ -412,7 +414,8 @@ def kron_matvec(
 
 
 class Kronecker(LinearOperator):
-    """``M₁ ⊗ … ⊗ M_k`` over a C-ordered grid; never materialised (spec §1.1, §3.3 item 5).
+    """``M₁ ⊗ … ⊗ M_k`` over a C-ordered grid; never materialised (Li & Miklau, App. A and Sec.
+    3.3).
 
     Column norms factorise (``‖(A⊗B)[:, (i,j)]‖ = ‖A[:, i]‖·‖B[:, j]‖`` for L1 and L2), and so does
     the Gram matrix: ``(A⊗B)ᵀ(A⊗B) = AᵀA ⊗ BᵀB``.

@@ -1,13 +1,13 @@
 """Solves with a Gram matrix ``X = AᵀA`` (least squares, error traces, query variances).
 
 :class:`GramSolver` factors ``X`` once and then gives ``X⁻¹ b`` (or ``X⁺ b`` when ``X`` is
-singular: the pseudo-inverse extension of the matrix-mechanism spec §1.6), ``tr(G X⁻¹)`` for a
+singular: the pseudo-inverse extension of Li & Miklau 2011, Prop. 2.3), ``tr(G X⁻¹)`` for a
 workload Gram ``G`` and the quadratic forms ``qᵀ X⁻¹ q`` of box queries.
 
 A Kronecker ``X = X₁ ⊗ … ⊗ X_k`` is never formed: ``X⁻¹ = X₁⁻¹ ⊗ … ⊗ X_k⁻¹`` (same for ``⁺``),
 ``tr((G₁⊗G₂)(X₁⊗X₂)⁻¹) = tr(G₁X₁⁻¹)·tr(G₂X₂⁻¹)`` and a box is a Kronecker product of intervals,
-so its quadratic form is a product of per-axis interval sums (spec §3.3 item 5). A 256 x 256 grid
-(65,536 cells) therefore costs two 256 x 256 factorisations.
+so its quadratic form is a product of per-axis interval sums (Li & Miklau, Sec. 3.3). A 256 x 256
+grid (65,536 cells) therefore costs two 256 x 256 factorisations.
 
 >>> from dpcube.linalg.operators import Explicit, Identity, Kronecker
 >>> s = GramSolver(Kronecker([Explicit([[2.0, 1.0], [1.0, 2.0]]), Identity(2)]))
@@ -123,7 +123,8 @@ class GramSolver:
 
     @property
     def singular(self) -> bool:
-        """True when the pseudo-inverse is used (rank-deficient strategy, spec §1.6)."""
+        """True when the pseudo-inverse is used (rank-deficient strategy, Li & Miklau, Prop.
+        2.3)."""
         if self.kron is not None:
             return any(f.singular for f in self.kron)
         if self.marginal is not None:
@@ -146,7 +147,7 @@ class GramSolver:
         return self.dense_factor.solve(v)
 
     def trace_with(self, workload_gram: LinearOperator) -> float:
-        """``tr(G X⁻¹)``: the strategy-dependent factor of the total error (spec Eq. 1)."""
+        """``tr(G X⁻¹)``: the strategy-dependent factor of the total error (Li & Miklau, Eq. 1)."""
         if self.identity:
             return operator_trace(workload_gram)
         if isinstance(workload_gram, BoxGram) and self.kron is not None:
@@ -212,7 +213,7 @@ def least_squares(
     strategy: LinearOperator, answers: ArrayLike, solver: GramSolver | None = None
 ) -> FloatArray:
     """``x̂ = (AᵀA)⁻¹ Aᵀ y`` (``A⁺ y`` when A is rank-deficient): step 2 of the matrix mechanism
-    (spec §1.6), by the normal equations through :class:`GramSolver`.
+    (Li & Miklau, Prop. 2.3), by the normal equations through :class:`GramSolver`.
 
     >>> from dpcube.linalg.operators import Explicit
     >>> least_squares(Explicit([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]), [1.0, 2.0, 3.0]).round(9).tolist()

@@ -3,8 +3,9 @@
 Every mechanism here adds independent noise and post-processes it linearly, so the noise of the
 answers ``W x̂`` has covariance ``v · W C Wᵀ`` with ``C`` the cell covariance per unit of noise
 variance, and the expected total squared error over the workload is ``v · tr(G C)`` with
-``G = WᵀW`` (matrix-mechanism spec Eq. 1 / Eq. 4). ``v`` is the variance the release's sampler
-will really have (snapped or discrete samplers, rounded scales), not the nominal ``2(Δ/ε)²``.
+``G = WᵀW`` (Li, Miklau, "Efficient Batch Query Answering Under Differential Privacy", 2011, Eqs. 1
+and 4). ``v`` is the variance the release's sampler will really have (snapped or discrete samplers,
+rounded scales), not the nominal ``2(Δ/ε)²``.
 
 - Identity: ``C = I`` (one draw per cell).
 - Privelet / Privelet+ (Xiao et al. 2010, spec 5.4): the HN transform is a Kronecker product of

@@ -1,6 +1,6 @@
 """The matrix mechanism, the singular value bound and the Level Selection Algorithm
-(C. Li and G. Miklau, "Efficient Batch Query Answering Under Differential Privacy", 2011;
-spec ``matrix-mechanism.md``).
+(C. Li and G. Miklau, "Efficient Batch Query Answering Under Differential Privacy", 2011
+preprint, UMass Amherst; arXiv:1103.1367).
 
 - :mod:`.workloads`: AllRange, prefix, marginals, AllPredicate, sampled ranges, files of queries;
 - :mod:`.strategies`: identity, hierarchical, Haar wavelet, Kronecker, eigen, Hadamard optimal;

@@ -1,6 +1,7 @@
 """The singular value bound (SVDB) and the error formulas of the matrix mechanism.
 
-Matrix-mechanism spec §1.5-§1.7 (paper Prop 2.2-2.4, Eq. 1 and 4) and §3 (Thm 3.3, Cor 3.1). All
+Li, Miklau, "Efficient Batch Query Answering Under Differential Privacy" (2011 preprint),
+Props. 2.2-2.4, Eqs. 1 and 4, and Sec. 3 (Thm 3.3, Cor 3.1). All
 error functions return the value with ``P(ε,δ) = 1`` unless a factor is passed: ratios to the
 bound never depend on it.
 
@@ -29,13 +30,14 @@ ZERO = 1e-12
 
 def P(epsilon: float, delta: float, constant: float = 2.0) -> float:
     """``P(ε,δ) = 2 ln(constant/δ)/ε²``: the Gaussian matrix mechanism's noise variance per unit of
-    squared L2 sensitivity, with the paper's classic constant 2 (spec §1.5, §1.7, T2)."""
+    squared L2 sensitivity, with the paper's classic constant 2 (Li & Miklau, Props. 2.2 and
+    2.4)."""
     return 2.0 * math.log(constant / delta) / epsilon**2
 
 
 def svdb(gram: LinearOperator, factor: float = 1.0) -> float:
     """``svdb(W) = factor · (1/n) · (Σᵢ sqrt(μᵢ))²`` with μ the eigenvalues of ``G = WᵀW``
-    (spec §3.1: equal to ``(1/n)(Σ σᵢ(W))²``). Kronecker Grams factorise (§3.3 item 5).
+    (Thm 3.3: equal to ``(1/n)(Σ σᵢ(W))²``). Kronecker Grams factorise (Sec. 3.3).
 
     NaN (not computed) for a box workload's Gram over more than
     :data:`~dpcube.linalg.boxes.MAX_DENSE_BOX_GRAM` cells: its eigenvalues would need the dense
@@ -55,7 +57,7 @@ def svdb(gram: LinearOperator, factor: float = 1.0) -> float:
 
 
 def svdb_from_matrix(w: ArrayLike, factor: float = 1.0) -> float:
-    """The same bound from the workload's rows by SVD (spec T19)."""
+    """The same bound from the workload's rows by SVD (Cor. 3.1)."""
     m = np.asarray(w, dtype=np.float64)
     return factor * float(np.linalg.svd(m, compute_uv=False).sum()) ** 2 / m.shape[1]
 
@@ -63,7 +65,7 @@ def svdb_from_matrix(w: ArrayLike, factor: float = 1.0) -> float:
 def trace_term(
     gram: LinearOperator, strategy: LinearOperator, solver: GramSolver | None = None
 ) -> float:
-    """``tr(G (AᵀA)⁻¹)`` (``(AᵀA)⁺`` for a rank-deficient A that spans W, spec §1.6)."""
+    """``tr(G (AᵀA)⁻¹)`` (``(AᵀA)⁺`` for a rank-deficient A that spans W, Prop. 2.3)."""
     s = solver or GramSolver.for_strategy(strategy)
     return s.trace_with(gram)
 
@@ -77,7 +79,7 @@ def laplace_error(
     gram: LinearOperator, strategy: LinearOperator, epsilon: float | None = None
 ) -> float:
     """Total squared error of the ε matrix mechanism, Eq. 4: ``(2/ε²)·‖A‖₁²·tr(G(AᵀA)⁻¹)``
-    (without the ``2/ε²`` factor when ``epsilon`` is None, as in spec T4)."""
+    (without the ``2/ε²`` factor when ``epsilon`` is None, the paper's P(ε,δ) = 1)."""
     factor = 1.0 if epsilon is None else 2.0 / epsilon**2
     return factor * strategy.l1_sensitivity() ** 2 * trace_term(gram, strategy)
 

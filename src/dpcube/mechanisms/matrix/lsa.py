@@ -1,20 +1,22 @@
-"""The Level Selection Algorithm (LSA; paper §4.1-4.2, Program 4.1, App. D.2; spec §6).
+"""The Level Selection Algorithm (LSA; Li, Miklau, "Efficient Batch Query Answering Under
+Differential Privacy", 2011 preprint, Secs. 4.1-4.2, Program 4.1, App. D.2).
 
 LSA builds a 0/1 strategy out of *levels*: partitions of the grid into axis-aligned boxes, each
 grown top-down by recursive bisection of the whole grid. The strategy is the identity followed by
 the accepted levels, so it is column-uniform with ``‖A‖₂² = s`` (number of levels, identity
 included) and minimal among its equivalents (Thm 3.1).
 
-Semantics (spec §6.4, ``mode="paper"``, the default, which reproduces Example 4.1 exactly): the
-level under construction is evaluated *with* the level included; each bisection pass examines every
-box individually against the current state, and all improving splits are applied at once. A level
-is accepted when ``(s+1)·T_l ≤ s·T``; the run ends at the first rejected level or when ``s ≥ k``.
-Ablation modes (spec §6.4 (a)-(c)): ``"best"`` (one best split per pass), ``"sequential"`` (apply
-each box's best split in turn), ``"all"`` (split every box each pass, improving or not).
+Semantics (Program 4.1 with its typos resolved, ``mode="paper"``, the default, which reproduces
+Example 4.1 exactly): the level under construction is evaluated *with* the level included; each
+bisection pass examines every box individually against the current state, and all improving splits
+are applied at once. A level is accepted when ``(s+1)·T_l ≤ s·T``; the run ends at the first
+rejected level or when ``s ≥ k``. Ablation modes (other readings of Program 4.1's step 8):
+``"best"`` (one best split per pass), ``"sequential"`` (apply each box's best split in turn),
+``"all"`` (split every box each pass, improving or not).
 
-Candidate evaluation is exact and fast (spec §6.5, correcting App. D.2 / Errata E7): splitting box
-row v into v₁ + v₂ changes ``X = AᵀA`` by ``−v₁v₂ᵀ − v₂v₁ᵀ``, so with ``Xinv = X⁻¹`` and
-``Z = Xinv G Xinv``::
+Candidate evaluation is exact and fast (corrected here: the Woodbury identity printed in App. D.2
+is wrong, with wrong shapes and sign): splitting box row v into v₁ + v₂ changes ``X = AᵀA`` by
+``−v₁v₂ᵀ − v₂v₁ᵀ``, so with ``Xinv = X⁻¹`` and ``Z = Xinv G Xinv``::
 
     a = v₁ᵀXinv v₁,  b = v₁ᵀXinv v₂,  c = v₂ᵀXinv v₂,  za, zb, zc likewise with Z
     tr(G X_new⁻¹) = tr(G Xinv) − (c·za − 2(b−1)·zb + a·zc) / (a·c − (b−1)²)
@@ -54,7 +56,7 @@ IntArray = NDArray[np.int64]
 MODES = ("paper", "best", "sequential", "all")
 
 #: Consecutive accepted levels that do not lower the error (ties of step 10's ``≤``) after which
-#: the run stops: a tie can open the way to improvements (AllRange(2,2,2,2), spec T27), but a
+#: the run stops: a tie can open the way to improvements (AllRange(2,2,2,2) shows it), but a
 #: degenerate workload (e.g. a Gram of rank 1) would otherwise accept tied levels forever.
 MAX_TIES = 2
 
@@ -82,7 +84,8 @@ def spd_inverse(x: FloatArray) -> FloatArray:
 
 def split_sums(matrices: Sequence[FloatArray], level: IntArray, dims: Sequence[int]) -> FloatArray:
     """For every bisection of every box of a level, in (box, axis, cut) order, the three box sums
-    ``[v₁ᵀMv₁, v₁ᵀMv₂, v₂ᵀMv₂]`` of each symmetric-or-not matrix ``M`` (spec §6.5's box sums).
+    ``[v₁ᵀMv₁, v₁ᵀMv₂, v₂ᵀMv₂]`` of each symmetric-or-not matrix ``M`` (the box sums of the
+    candidate evaluation).
 
     Boxes of one shape are handled together: the sub-blocks ``M[B, B]`` are gathered (Σ|B|² ≤ n²
     entries, so a pass costs O(k·Σ|B|²), which shrinks as the level's boxes do), reduced to each
@@ -154,7 +157,7 @@ def level_gram(level: IntArray, dims: Sequence[int]) -> FloatArray:
 
 
 def _state(g: FloatArray, xinv: FloatArray, level: IntArray) -> _State:
-    """State from an inverse computed afresh (the per-level recomputation of spec §6.5)."""
+    """State from an inverse computed afresh (the per-level recomputation)."""
     return _State(level, xinv, xinv @ g @ xinv, float(np.sum(g * xinv)))
 
 
@@ -168,8 +171,8 @@ def _indicators(boxes: IntArray, dims: Sequence[int]) -> FloatArray:
 
 
 class _PendingSplit:
-    """r simultaneous splits ``v -> (v₁, v₂)`` by Woodbury (spec §6.5), O(n²r): ``T`` after
-    them is known on construction; :meth:`apply` then updates the state in place.
+    """r simultaneous splits ``v -> (v₁, v₂)`` by Woodbury (App. D.2, corrected), O(n²r): ``T``
+    after them is known on construction; :meth:`apply` then updates the state in place.
 
     ``X_new = X + U C Uᵀ`` with ``U = [V₁ V₂]`` and ``C = [[0, −I], [−I, 0]]`` (= C⁻¹). With
     ``R = X⁻¹U``, ``N = (C + UᵀR)⁻¹`` and ``ZU = X⁻¹GX⁻¹U``::
@@ -240,7 +243,8 @@ def _halves(
 
 
 def _evaluate(st: _State, dims: Sequence[int]) -> tuple[IntArray, IntArray, IntArray, FloatArray]:
-    """``T`` after each single candidate split, by the rank-2 Woodbury formula of spec §6.5."""
+    """``T`` after each single candidate split, by the rank-2 Woodbury formula (App. D.2,
+    corrected)."""
     box_ids, axes, cuts = _candidates(st.boxes, dims)
     if len(box_ids) == 0:
         return box_ids, axes, cuts, np.zeros(0)
@@ -256,7 +260,7 @@ def _best_per_box(
     box_ids: IntArray, t: FloatArray, nboxes: int, tie: float
 ) -> tuple[IntArray, FloatArray]:
     """Index of each box's best candidate and its value; candidates within ``tie`` (relative) of
-    the best are ties, broken towards the lowest (axis, cut) (spec §6.4 [R])."""
+    the best are ties, broken towards the lowest (axis, cut) (the paper leaves ties open)."""
     best = np.full(nboxes, -1, dtype=np.int64)
     value = np.full(nboxes, np.inf)
     if len(box_ids) == 0:
@@ -375,14 +379,14 @@ def lsa(
     tol: float = 1e-12,
     tie: float | None = None,
 ) -> LSAResult:
-    """Run LSA on a workload Gram ``G`` over the grid ``dims`` (spec §6.4).
+    """Run LSA on a workload Gram ``G`` over the grid ``dims`` (Li & Miklau, Program 4.1).
 
     ``k`` bounds ``‖A‖₂²`` (levels including the identity: k = 1 returns I; None runs to natural
     termination, as in the paper's experiments). ``start_gram``/``start_levels`` replace the
     starting identity (Gram ``I``, one level), as phase 2 of workload generalization needs.
-    ``tol`` (spec §6.4 [R]) is relative: a split must lower ``T`` by more than ``tol·T`` to count.
-    Candidates within ``tie`` (relative; default ``tol``) of a box's best are ties, taken at the
-    lowest (axis, cut); ``tie=0`` leaves them to floating-point rounding.
+    ``tol`` (the paper has none; ours) is relative: a split must lower ``T`` by more than ``tol·T``
+    to count. Candidates within ``tie`` (relative; default ``tol``) of a box's best are ties, taken
+    at the lowest (axis, cut); ``tie=0`` leaves them to floating-point rounding.
     On symmetric multi-dimensional grids (mirror images, swapped square axes) exact ties are
     common and the level count reached before a level is rejected depends on how they are broken
     (experiments/docs/matrix-mechanism.md); this rule makes the outcome deterministic.

@@ -1,20 +1,20 @@
-"""The matrix mechanism (Li, Hay, Rastogi, Miklau, McGregor; Li & Miklau 2011; spec §1.6).
+"""The matrix mechanism (Li, Hay, Rastogi, Miklau, McGregor; Li & Miklau 2011, Prop. 2.3).
 
 1. Measure the strategy ``y = A x + noise``: Laplace of scale ``Δ₁/ε`` (ε-DP) or Gaussian with
    ``σ = gaussian_sigma(Δ₂, ε, δ)`` ((ε,δ)-DP), through the floating-point-safe samplers of
    :mod:`dpcube.privacy.samplers`;
 2. estimate ``x̂ = argmin ‖A z − y‖₂`` by least squares (post-processing; the pseudo-inverse for a
-   rank-deficient A that spans the workload, spec §1.6);
+   rank-deficient A that spans the workload, Prop. 2.3);
 3. release ``x̂`` as a :class:`~dpcube.release.cells.CellRelease`: every range query is answered
    from ``x̂`` (answers are mutually consistent) with exact variance ``v · qᵀ(AᵀA)⁻¹q``
    (:class:`MatrixVariance`, v = the realised per-row noise variance).
 
-Sensitivity (spec §1.3): under ``add_remove`` one cell changes by 1, so the L1 (L2) sensitivity of
-``A x`` is the largest column L1 (L2) norm of A. Under ``replace`` one cell loses 1 and another
-gains 1: ``‖A(eᵢ − eⱼ)‖₁ ≤ 2·max‖A[:,j]‖₁``, and ``‖A(eᵢ − eⱼ)‖₂² = Gᵢᵢ + Gⱼⱼ − 2Gᵢⱼ`` is at
-most ``2·max Gⱼⱼ`` when A has no negative entry (then ``Gᵢⱼ ≥ 0``) and at most ``4·max Gⱼⱼ``
-otherwise; these bounds are declared (not tight). At most ``support`` rows change, with support the
-largest number of non-zero entries in a column (twice that under ``replace``).
+Sensitivity (Li & Miklau, Sec. 2.2, Prop. 2.1): under ``add_remove`` one cell changes by 1, so the
+L1 (L2) sensitivity of ``A x`` is the largest column L1 (L2) norm of A. Under ``replace`` one cell
+loses 1 and another gains 1: ``‖A(eᵢ − eⱼ)‖₁ ≤ 2·max‖A[:,j]‖₁``, and ``‖A(eᵢ − eⱼ)‖₂² = Gᵢᵢ + Gⱼⱼ −
+2Gᵢⱼ`` is at most ``2·max Gⱼⱼ`` when A has no negative entry (then ``Gᵢⱼ ≥ 0``) and at most ``4·max
+Gⱼⱼ`` otherwise; these bounds are declared (not tight). At most ``support`` rows change, with
+support the largest number of non-zero entries in a column (twice that under ``replace``).
 """
 
 from __future__ import annotations
@@ -93,7 +93,8 @@ def make_strategy(
     """Build a named strategy for the grid ``dims`` (and the workload, for the workload-aware ones).
 
     ``hierarchical`` and ``wavelet`` are Kronecker products of the 1-D strategies in several
-    dimensions (spec §5); ``eigen`` and ``lsa`` need the workload (AllRange(dims) by default).
+    dimensions (Li & Miklau, Sec. 5.2); ``eigen`` and ``lsa`` need the workload (AllRange(dims) by
+    default).
 
     >>> make_strategy("wavelet", (4, 4)).operator.shape
     (16, 16)
@@ -184,8 +185,9 @@ def _build(
 
 
 class MatrixVariance(VarianceModel):
-    """Exact variance of a range query q: ``v · qᵀ(AᵀA)⁻¹q`` (spec §1.7, per query), with the
-    strategy rebuilt from its spec after loading; Kronecker strategies never form ``AᵀA``."""
+    """Exact variance of a range query q: ``v · qᵀ(AᵀA)⁻¹q`` (Li & Miklau, Prop. 2.4, per query),
+    with the strategy rebuilt from its spec after loading; Kronecker strategies never form
+    ``AᵀA``."""
 
     kind = "matrix"
 
@@ -521,7 +523,8 @@ def expected_error(
 ) -> dict[str, Any]:
     """Expected total squared error of the workload at per-row noise variance v: ``v·tr(G(AᵀA)⁻¹)``;
     the bound at the same noise level per unit of squared L2 sensitivity,
-    ``svdb = v/‖A‖₂² · (1/n)(Σσᵢ)²``, and their ratio ``‖A‖₂²·tr(G(AᵀA)⁻¹)/svdb₁`` (≥ 1, spec §3)."""
+    ``svdb = v/‖A‖₂² · (1/n)(Σσᵢ)²``, and their ratio ``‖A‖₂²·tr(G(AᵀA)⁻¹)/svdb₁`` (≥ 1, Li &
+    Miklau, Thm 3.3)."""
     s = solver or GramSolver.for_strategy(strategy_op)
     trace = s.trace_with(workload.gram)
     bound1 = svdb_of(workload.gram)

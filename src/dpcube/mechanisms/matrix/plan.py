@@ -2,11 +2,11 @@
 :mod:`dpcube.planning` and so by ``dpcube plan``).
 
 For each strategy A the expected total squared error on the workload W is
-``v₁·s(A)²·tr(WᵀW (AᵀA)⁻¹)`` (spec Eq. 1 / Eq. 4), with s(A) the sensitivity of A in the noise's
-norm and v₁ the noise variance per unit sensitivity: ``gaussian_sigma(1, ε, δ)²`` with delta
+``v₁·s(A)²·tr(WᵀW (AᵀA)⁻¹)`` (Li & Miklau 2011, Eqs. 1 and 4), with s(A) the sensitivity of A in the
+noise's norm and v₁ the noise variance per unit sensitivity: ``gaussian_sigma(1, ε, δ)²`` with delta
 (Gaussian, L2), ``2/ε²`` without (Laplace, L1). ``svdb = v₁·(1/n)(Σσᵢ(W))²`` is the lower bound
-of the Gaussian matrix mechanism (spec §3; it is not a bound for Laplace noise, where it is still
-shown for scale).
+of the Gaussian matrix mechanism (Li & Miklau, Sec. 3; it is not a bound for Laplace noise, where it
+is still shown for scale).
 
 ``error`` is the error the release will have: the per-row variance of the snapped samplers the
 release uses (:meth:`MatrixMechanism.release_noise_variance`: a slightly enlarged Gaussian sigma,
@@ -78,11 +78,11 @@ def applicable(workload: Workload) -> list[str]:
 
 
 def gaussian_wins_b3(l1: float, l2: float, n: int) -> bool:
-    """App. B.3 as corrected by spec E8: with delta = 2/n^2 and the classic Gaussian mechanism
-    (sigma^2 = 2 ln(1/delta) Delta_2^2 / eps^2, so P = 2 ln(n^2) / eps^2), (eps, delta)-MM has
-    lower error than eps-MM iff ``||A||_1 > sqrt(2 ln n) ||A||_2``; the paper's
-    ``log^{1/4} n`` is wrong. For a binary hierarchy on n = 1024 (11 levels: ||A||_1 = 11,
-    ||A||_2 = sqrt(11)) Laplace still wins, where the paper's rule would pick Gaussian:
+    """Li & Miklau App. B.3, corrected here (its printed algebra drops a factor): with delta = 2/n^2
+    and the classic Gaussian mechanism (sigma^2 = 2 ln(1/delta) Delta_2^2 / eps^2, so P = 2 ln(n^2)
+    / eps^2), (eps, delta)-MM has lower error than eps-MM iff ``||A||_1 > sqrt(2 ln n) ||A||_2``;
+    the paper's ``log^{1/4} n`` is wrong. For a binary hierarchy on n = 1024 (11 levels: ||A||_1 =
+    11, ||A||_2 = sqrt(11)) Laplace still wins, where the paper's rule would pick Gaussian:
 
     >>> gaussian_wins_b3(11.0, 11.0**0.5, 1024), 11.0 > 11.0**0.5 * math.log(1024) ** 0.25
     (False, True)
@@ -96,7 +96,8 @@ def noise_comparison(
     mech: MatrixMechanism, strategy: Any, trace: float, epsilon: float, neighbour: str
 ) -> dict[str, Any]:
     """The release errors of one strategy under Gaussian (``mech``, with delta) and Laplace noise
-    at the same epsilon, and which is lower (spec E8: dpcube's samplers, not the B.3 formula)."""
+    at the same epsilon, and which is lower (dpcube's samplers, not the B.3 formula, whose algebra
+    is corrected above)."""
     laplace = MatrixMechanism(epsilon, None, neighbour=neighbour)
     gaussian_error = mech.release_noise_variance(strategy) * trace
     laplace_error = laplace.release_noise_variance(strategy) * trace

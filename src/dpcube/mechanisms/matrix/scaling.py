@@ -1,14 +1,17 @@
-"""LSA on large domains: workload separation and workload generalization (paper §4.3; spec §7).
+"""LSA on large domains: workload separation and workload generalization (Li & Miklau 2011, Sec.
+4.3).
 
-**Separation** (Def 4.1, Thm 4.2, Example 4.2; spec §7.1 [R]): a workload of predicate/range
-queries over one-way marginals of different axes is separated by the total q₀. Each part is
-compressed to its marginal domain (AllRange(dᵢ) for range queries over axis i), LSA runs there, and
+**Separation** (Def 4.1, Thm 4.2, Example 4.2; our reading of the budget the paper leaves open): a
+workload of predicate/range queries over one-way marginals of different axes is separated by the
+total q₀. Each part is compressed to its marginal domain (AllRange(dᵢ) for range queries over axis
+i), LSA runs there, and
 the results are lifted with all-ones rows on the other axes and stacked:
 ``A_sep = [A₁ ⊗ 1ᵀ; 1ᵀ ⊗ A₂]``, column-uniform with ``‖A_sep‖₂² = Σ sᵢ``. ``A_sep`` is
 rank-deficient on the full grid but spans W, so errors and estimates use the joint pseudo-inverse
-(spec §1.6). No explicit q₀ row is added unless ``q0_weight`` is given (Errata E10).
+(Prop. 2.3). No explicit q₀ row is added unless ``q0_weight`` is given (the paper answers q₀
+"with fixed accuracy" but states no budget or weight).
 
-**Generalization** (spec §7.2 [R], our concrete reading of an underspecified procedure): phase 1
+**Generalization** (Sec. 4.3.2, our concrete reading of an underspecified procedure): phase 1
 runs LSA on the workload generalized to m ≈ n^{1/3} equal blocks (per axis on a multi-axis grid); phase 2 runs LSA inside every
 block, starting from the block's identity plus one row ``c_b·1ᵀ`` standing for what phase 1 knows
 about the block total (``c_b² = 1/[(A_gᵀA_g)⁻¹]_bb``) and counting sensitivity as ``s_g + levels``;
@@ -54,7 +57,7 @@ def separated_lsa(
     mode: str = "paper",
     q0_weight: float = 0.0,
 ) -> SeparationResult:
-    """LSA with workload separation (spec §7.1). ``parts`` = (axis, compressed Gram on that
+    """LSA with workload separation (Sec. 4.3.1). ``parts`` = (axis, compressed Gram on that
     axis's domain) for every separated workload; the strategy lives on the full grid ``dims``."""
     dims = tuple(int(d) for d in dims)
     runs: list[tuple[int, LSAResult]] = []
@@ -80,7 +83,7 @@ def separated_lsa(
 
 
 def generalization_blocks(n: int) -> int:
-    """m: the power of two closest to n^{1/3} that divides n (spec §7.2 step 1).
+    """m: the power of two closest to n^{1/3} that divides n (Sec. 4.3.2, step 1).
 
     >>> generalization_blocks(1024), generalization_blocks(256), generalization_blocks(64)
     (8, 8, 4)
@@ -120,10 +123,10 @@ def generalized_lsa(
     k: int | None = None,
     mode: str = "paper",
 ) -> GeneralizationResult:
-    """LSA with workload generalization (spec §7.2 [R]) on a grid of any number of axes.
+    """LSA with workload generalization (Sec. 4.3.2, our reading) on a grid of any number of axes.
 
     Each axis of ``dims`` is cut into ``blocks`` equal blocks (default: per axis, the power of two
-    closest to d^{1/3}; spec §7.2 "multi-D: apply per dimension"). Phase 1 runs LSA on the
+    closest to d^{1/3}; applied per dimension in several dimensions). Phase 1 runs LSA on the
     generalized grid with Gram ``BᵀGB``; phase 2 runs LSA inside every block (a sub-grid of shape
     ``dims / blocks``) starting from the block's identity plus one row ``c_b·1ᵀ`` with
     ``c_b² = 1/[(A_gᵀA_g)⁻¹]_bb`` and sensitivity counted as ``s_g + levels``. The final strategy

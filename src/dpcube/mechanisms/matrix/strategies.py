@@ -1,8 +1,11 @@
-"""Strategies of the matrix mechanism (spec §5, §3.2, §3.4): the queries actually measured.
+"""Strategies of the matrix mechanism: the queries actually measured (Li, Miklau, "Efficient
+Batch Query Answering Under Differential Privacy", 2011 preprint, Example 2.1, Fig. 4, Sec. 5.2
+and App. C).
 
 Every strategy is a :class:`Strategy`: an implicit operator (``dpcube.linalg``) plus a JSON spec
 from which :func:`build_strategy` rebuilds it (so a saved release can recompute exact variances).
-Spec kinds: ``identity``, ``total``, ``hierarchical`` (b-ary, spec §5 / E13), ``wavelet`` (Haar),
+Spec kinds: ``identity``, ``total``, ``hierarchical`` (b-ary: the paper's Fig. 4 uses b = 2, Hay
+et al. allow any b), ``wavelet`` (Haar),
 ``boxes`` (weighted 0/1 boxes: LSA output), ``dense``, ``pidentity`` (HDMM's ``[I; Θ] D⁻¹`` kept as
 Θ), ``kron``, ``stack`` and ``eigen`` (built from a workload).
 
@@ -61,7 +64,7 @@ def identity(n: int) -> Strategy:
 
 
 def hierarchical_boxes(n: int, branching: int = 2) -> NDArray[np.int64]:
-    """Intervals of the b-ary hierarchy over n cells, top-down, left to right (spec §5, Fig 4):
+    """Intervals of the b-ary hierarchy over n cells, top-down, left to right (Li & Miklau, Fig. 4):
     the total, then each node split into ``branching`` near-equal parts until singletons.
 
     >>> hierarchical_boxes(3).reshape(-1, 2).tolist()
@@ -93,7 +96,8 @@ def hierarchical(n: int, branching: int = 2) -> Strategy:
 
 def wavelet_matrix(n: int) -> NDArray[np.float64]:
     """Haar wavelet Y (Privelet): all ones, then +1/−1 on the halves of every dyadic block of
-    size ≥ 2, top-down (spec §5). n must be a power of two (spec E15)."""
+    size ≥ 2, top-down (Li & Miklau, Sec. 5.2). n must be a power of two (the construction assumes
+    n = 2^L; every domain in the paper is one)."""
     if not _is_power_of_two(n):
         raise QueryError(
             f"the Haar wavelet strategy needs a power-of-two axis size, got {n}; use hierarchical or lsa"
@@ -120,7 +124,8 @@ def wavelet(n: int) -> Strategy:
 
 
 def hadamard(k: int) -> NDArray[np.float64]:
-    """Sylvester–Hadamard ``Q_k`` (2^k x 2^k, ``QᵀQ = 2^k I``, row 0 all ones; spec §3.4)."""
+    """Sylvester–Hadamard ``Q_k`` (2^k x 2^k, ``QᵀQ = 2^k I``, row 0 all ones; Li & Miklau, App.
+    C)."""
     q = np.ones((1, 1))
     for _ in range(k):
         q = np.block([[q, q], [q, -q]])
@@ -198,7 +203,10 @@ def _pidentity_from_spec(spec: Mapping[str, Any]) -> Strategy:
 
 
 def eigen(gram: LinearOperator, workload_spec: Mapping[str, Any] | None = None) -> Strategy:
-    """``A = diag(μ^{1/4}) Vᵀ`` with ``G = V diag(μ) Vᵀ`` (so ``AᵀA = G^{1/2}``; spec §3.2 [D]).
+    """``A = diag(μ^{1/4}) Vᵀ`` with ``G = V diag(μ) Vᵀ`` (so ``AᵀA = G^{1/2}``).
+
+    Corrected here: the proof of Li & Miklau's Thm C.1 takes square roots of the eigenvalues,
+    but the optimal strategy needs fourth roots (square roots give error n·a).
 
     Error/svdb = ``n·max diag(G^{1/2}) / tr(G^{1/2})`` ≥ 1; a baseline that is not from the paper
     and not near-optimal in general: under Gaussian noise it is 1.09x the certified optimum on
@@ -226,7 +234,7 @@ def boxes(
 
 
 def kron(parts: Sequence[Strategy], name: str | None = None) -> Strategy:
-    """``A₁ ⊗ … ⊗ A_k`` over a C-ordered grid (spec §5 "Multi-dimensional")."""
+    """``A₁ ⊗ … ⊗ A_k`` over a C-ordered grid (Li & Miklau, Sec. 5.2, multi-dimensional)."""
     if len(parts) == 1:
         return parts[0]
     spec = {"kind": "kron", "factors": [p.spec for p in parts]}
@@ -235,7 +243,7 @@ def kron(parts: Sequence[Strategy], name: str | None = None) -> Strategy:
 
 
 def stack(parts: Sequence[Strategy], name: str = "stack") -> Strategy:
-    """``[A₁; A₂; …]`` (used by workload separation, spec §7.1)."""
+    """``[A₁; A₂; …]`` (used by workload separation, Li & Miklau, Sec. 4.3.1)."""
     spec = {"kind": "stack", "parts": [p.spec for p in parts]}
     return Strategy(name, spec, VStack([p.operator for p in parts]))
 

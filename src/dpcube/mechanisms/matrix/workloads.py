@@ -1,7 +1,8 @@
-"""Workloads of linear counting queries (matrix-mechanism spec §1.2, §4).
+"""Workloads of linear counting queries (Li, Miklau, "Efficient Batch Query Answering Under
+Differential Privacy", 2011 preprint, Defs. 2.1-2.2, Sec. 5 and App. A).
 
 A :class:`Workload` is known through its Gram matrix ``G = WᵀW`` (everything the matrix mechanism
-needs: errors, the singular value bound and LSA depend on W only through G, spec §1.7, §2.4),
+needs: errors, the singular value bound and LSA depend on W only through G, Prop. 2.4 and Def. 3.4),
 its grid ``dims`` (cells flattened in C order), the number of queries and, when they are boxes,
 the boxes themselves. Regular workloads use closed forms and Kronecker structure so that a
 multi-dimensional workload is never materialised.
@@ -439,7 +440,7 @@ def box_gram(boxes: ArrayLike, dims: Sequence[int]) -> NDArray[np.float64]:
 def from_matrix(
     matrix: ArrayLike, dims: Sequence[int] | None = None, name: str = "explicit"
 ) -> Workload:
-    """A workload given by its rows (any real coefficients, spec §1.2)."""
+    """A workload given by its rows (any real coefficients, Li & Miklau, Def. 2.1)."""
     rows = Explicit(np.asarray(matrix, dtype=np.float64))
     d = tuple(dims) if dims is not None else (rows.cols,)
     if math.prod(d) != rows.cols:
@@ -483,9 +484,10 @@ def random_ranges(
 ) -> Workload:
     """``m`` distinct ranges sampled without replacement from AllRange(dims) (§4.4).
 
-    ``bias=None``: uniform. ``bias="extremes"`` (the paper's intent, spec §4.4 [R]): weight
-    ``exp(−β (D_max − D)/D_max)`` with D the distance of the range centre from the domain centre;
-    ``bias="centre"`` (the footnote's literal reading): weight ``exp(−β D/D_max)``.
+    ``bias=None``: uniform. ``bias="extremes"`` (the paper's intent, Li & Miklau, Sec. 5.1 footnote
+    1, whose wording contradicts itself): weight ``exp(−β (D_max − D)/D_max)`` with D the distance
+    of the range centre from the domain centre; ``bias="centre"`` (the footnote's literal reading):
+    weight ``exp(−β D/D_max)``.
     """
     dims = tuple(int(d) for d in dims)
     total = math.prod(d * (d + 1) // 2 for d in dims)
