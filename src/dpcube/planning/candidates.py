@@ -171,8 +171,9 @@ def identity_candidates(
 def privelet_candidates(
     schema: Schema, w: Workload, epsilon: float, neighbour: str, wanted: Sequence[str] | None
 ) -> list[Candidate]:
-    """Privelet (every attribute transformed) and Privelet+ (S_A by the rule of spec 6.3): error
-    ``v · tr(G ⊗ Mᵢ Mᵢᵀ)`` with v the realised coefficient variance (spec 5.4)."""
+    """Privelet (every attribute transformed) and Privelet+ (S_A by the rule of Xiao, Wang, Gehrke,
+    ICDE 2010, Sec. VI-D): error ``v · tr(G ⊗ Mᵢ Mᵢᵀ)`` with v the realised coefficient variance
+    (Privelet, Theorem 3)."""
     from dpcube.mechanisms.privelet.mechanism import PriveletPlus, PriveletVariance
 
     common: dict[str, Any] = {"epsilon": epsilon, "neighbour": neighbour}

@@ -8,8 +8,8 @@ and 4). ``v`` is the variance the release's sampler will really have (snapped or
 rounded scales), not the nominal ``2(Δ/ε)²``.
 
 - Identity: ``C = I`` (one draw per cell).
-- Privelet / Privelet+ (Xiao et al. 2010, spec 5.4): the HN transform is a Kronecker product of
-  per-axis transforms and every weighted coefficient gets the same variance, so
+- Privelet / Privelet+ (Xiao, Wang, Gehrke, ICDE 2010, Theorem 3): the HN transform is a Kronecker
+  product of per-axis transforms and every weighted coefficient gets the same variance, so
   ``C = ⊗ᵢ Mᵢ Mᵢᵀ`` with ``Mᵢ`` the weighted inverse transform of axis i
   (:func:`privelet_cell_covariance`).
 - Matrix mechanism: ``C = (AᵀA)⁻¹`` per unit of row variance (through ``mechanisms.matrix.plan``).

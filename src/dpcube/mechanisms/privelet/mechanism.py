@@ -1,29 +1,29 @@
 """Privelet and Privelet+ (Xiao, Wang, Gehrke, "Differential Privacy via Wavelet Transforms",
-ICDE 2010; spec ``privelet.md``).
+ICDE 2010; arXiv:0909.5530).
 
 Privelet (Sec. III-VI): transform the frequency matrix with the HN wavelet transform, add
 independent Laplace noise of magnitude ``lambda / W(c)`` to every coefficient c, refine (mean
 subtraction on nominal axes) and invert. Privelet+ (Sec. VI-D, Fig. 5) leaves the attributes in
-S_A untransformed; it is implemented as the HN transform with the identity on those axes (spec
-6.1), which is the paper's loop over sub-matrices without the loop.
+S_A untransformed; it is implemented as the HN transform with the identity on those axes (as in
+Fig. 5), which is the paper's loop over sub-matrices without the loop.
 
-Privacy (spec 1.4, 1.7, 5.4, 6.2). The weighted coefficients ``W(c) c`` have L1 sensitivity
-``rho = prod_{A not in S_A} P(A)`` under the addition or removal of one tuple (one cell changes by
-1; Definition 3, Theorem 2), and at most ``2 rho`` when one tuple is replaced (two cells change;
-the proof of Lemma 1). So Laplace noise of scale ``lambda = c rho / epsilon`` on them, with
-``c = 2`` for ``replace`` (the paper's notion, default) and ``c = 1`` for ``add_remove``, is
-epsilon-DP; noise ``Lap(lambda)`` on ``W(c) c`` is the paper's ``Lap(lambda / W(c))`` on c (spec
-3.10). The noise comes from :func:`dpcube.privacy.samplers.snapped_laplace`, whose ``support``
-is the number of coefficients one neighbour can change: ``prod_i support_i`` per changed cell, twice
-that under ``replace``. It is added to exact integers ``D W(c) c`` (D clears the denominators
-``2f - 2`` of the nominal weights) with the scale ``D lambda``, so no rounding error precedes it
-(:meth:`PriveletPlus._noisy_cells`). When every attribute is in S_A nothing is transformed and
-the mechanism is the Basic method, released exactly as :class:`dpcube.Identity` does (integer
-discrete Laplace).
+Privacy (Privelet, Sec. II, Lemma 1, Theorem 2, Corollary 1). The weighted coefficients ``W(c) c``
+have L1 sensitivity ``rho = prod_{A not in S_A} P(A)`` under the addition or removal of one tuple
+(one cell changes by 1; Definition 3, Theorem 2), and at most ``2 rho`` when one tuple is replaced
+(two cells change; the proof of Lemma 1). So Laplace noise of scale ``lambda = c rho / epsilon`` on
+them, with ``c = 2`` for ``replace`` (the paper's notion, default) and ``c = 1`` for ``add_remove``,
+is epsilon-DP; noise ``Lap(lambda)`` on ``W(c) c`` is the paper's ``Lap(lambda / W(c))`` on c (the
+un-normalised form of Sec. III-A). The noise comes from
+:func:`dpcube.privacy.samplers.snapped_laplace`, whose ``support`` is the number of coefficients one
+neighbour can change: ``prod_i support_i`` per changed cell, twice that under ``replace``. It is
+added to exact integers ``D W(c) c`` (D clears the denominators ``2f - 2`` of the nominal weights)
+with the scale ``D lambda``, so no rounding error precedes it (:meth:`PriveletPlus._noisy_cells`).
+When every attribute is in S_A nothing is transformed and the mechanism is the Basic method,
+released exactly as :class:`dpcube.Identity` does (integer discrete Laplace).
 
-Error (spec 5.4): every weighted coefficient gets noise of the same variance v, so a box query
-``S_1 x ... x S_d`` has variance ``v * prod_i V_i(S_i)`` exactly (:class:`PriveletVariance`); the
-paper's worst-case bound is ``v * prod_i H(A_i)`` (Theorem 3, Corollary 1, Eq. 7).
+Error (Privelet, Theorem 3): every weighted coefficient gets noise of the same variance v, so a box
+query ``S_1 x ... x S_d`` has variance ``v * prod_i V_i(S_i)`` exactly (:class:`PriveletVariance`);
+the paper's worst-case bound is ``v * prod_i H(A_i)`` (Theorem 3, Corollary 1, Eq. 7).
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ from dpcube.schema import Attribute, Nominal, Ordinal, Schema, Spatial
 def wavelet_axes(attribute: Attribute) -> list[AxisTransform]:
     """The transforms of an attribute's axes: Haar for ordinal and spatial axes (Sec. IV), the
     nominal transform for a nominal attribute (Sec. V; a flat root over the categories when it has
-    no hierarchy, spec 4.10)."""
+    no hierarchy: h = 2, as for Gender in Sec. VII)."""
     if isinstance(attribute, Ordinal | Spatial):
         return [HaarAxis(n) for n in attribute.shape]
     if isinstance(attribute, Nominal):
@@ -83,7 +83,8 @@ def wavelet_axes(attribute: Attribute) -> list[AxisTransform]:
 
 
 def plain_by_rule(attribute: Attribute) -> bool:
-    """Spec 6.3: A goes to S_A iff ``|A| <= P(A)**2 H(A)`` (per axis product for a spatial one).
+    """Privelet, Sec. VI-D: A goes to S_A iff ``|A| <= P(A)**2 H(A)`` (per axis product for a
+    spatial one).
 
     Eq. (7) is a product of one factor per attribute, |A| in S_A and P^2 H outside, so this
     choice minimises the bound.
@@ -111,7 +112,7 @@ class PriveletPlan:
         return all(ax.kind == "identity" for ax in self.axes)
 
     def noise_scale(self, epsilon: float) -> float:
-        """lambda = c rho / epsilon (Lemma 1 with c = 2 for replace; spec 1.4)."""
+        """lambda = c rho / epsilon (Lemma 1 with c = 2 for replace; c = 1 for add/remove)."""
         return self.neighbour_factor * self.rho / epsilon
 
     @property
@@ -120,7 +121,8 @@ class PriveletPlan:
 
 
 class PriveletVariance(VarianceModel):
-    """Exact variance of a box query: ``v * prod_i V_i(S_i)`` (spec 5.4), data-independent.
+    """Exact variance of a box query: ``v * prod_i V_i(S_i)`` (Privelet, Theorem 3),
+    data-independent.
 
     ``coefficient_variance`` v is the realised variance of the noise on every weighted coefficient
     ``W c``, as the sampler reports it: ``2 lambda**2`` enlarged by the sampler's grid (a factor
@@ -163,7 +165,7 @@ class PriveletVariance(VarianceModel):
 class PriveletPlus(Mechanism):
     """Privelet+ (Sec. VI-D): the attributes in S_A = ``plain_attributes`` get no transform.
 
-    ``plain_attributes=None`` picks S_A by the rule of spec 6.3 (:func:`plain_by_rule`); an empty
+    ``plain_attributes=None`` picks S_A by the rule of Sec. VI-D (:func:`plain_by_rule`); an empty
     list is plain Privelet; every attribute is the Basic method.
 
     >>> from dpcube import Schema, Histogram
@@ -182,7 +184,7 @@ class PriveletPlus(Mechanism):
             "plain_attributes",
             "names",
             "S_A, the attributes left untransformed (names of the schema); null: the rule of "
-            "spec 6.3",
+            "Privelet's Sec. VI-D",
             optional=True,
         ),
     )
@@ -200,7 +202,7 @@ class PriveletPlus(Mechanism):
 
     # -- the plan ------------------------------------------------------------------------------
     def plain_set(self, schema: Schema) -> tuple[str, ...]:
-        """S_A for ``schema``: the given attributes, or the rule of spec 6.3."""
+        """S_A for ``schema``: the given attributes, or the rule of Privelet's Sec. VI-D."""
         if self.plain_attributes is None:
             return tuple(a.name for a in schema.attributes if plain_by_rule(a))
         for name in self.plain_attributes:
@@ -297,7 +299,7 @@ class PriveletPlus(Mechanism):
 
         - normally on ``J = D W c`` (:func:`hn_forward_exact`; D clears the denominators of the
           nominal weights) with the one scale ``D lambda``: that is ``Lap(lambda)`` on every
-          ``W c`` (spec 3.10), and every coefficient gets noise of the same variance;
+          ``W c`` (the un-normalised form), and every coefficient gets noise of the same variance;
         - if ``D`` would push J past 2**53 (hierarchies with many different fanouts), on
           ``I = den W c`` (:func:`hn_forward_integer`) with the scales ``den lambda``; the
           sampler's grid then makes the realised variances differ by up to about 2**-23

@@ -1,25 +1,26 @@
-"""Privelet's wavelet transforms (Xiao, Wang, Gehrke, ICDE 2010; spec ``privelet.md`` sections 3-6).
+"""Privelet's wavelet transforms (Xiao, Wang, Gehrke, "Differential Privacy via
+Wavelet Transforms", ICDE 2010, Secs. IV-VI).
 
 Three one-dimensional transforms, each with its weights W, its generalized sensitivity P, the
 number of coefficients one cell change touches (``support``) and the factor H of the paper's
 variance bound:
 
-- :class:`HaarAxis` (Sec. IV, spec section 3): the Haar wavelet transform of an ordinal axis,
+- :class:`HaarAxis` (Sec. IV): the Haar wavelet transform of an ordinal axis,
   zero-padded at the end to ``L = 2**ceil(log2 n)``; ``W = L`` for the base and the number of
-  leaves below a node otherwise; ``P = 1 + log2 L`` (Lemma 2, padded as spec 3.9 requires).
-- :class:`NominalAxis` (Sec. V, spec section 4): the over-complete nominal transform of a
+  leaves below a node otherwise; ``P = 1 + log2 L`` (Lemma 2, with the padded L: privacy-critical).
+- :class:`NominalAxis` (Sec. V): the over-complete nominal transform of a
   hierarchy; ``W = 1`` for the base and ``f / (2f - 2)`` otherwise; mean subtraction in every
   sibling group before reconstruction (Sec. V-B); ``P = h`` (Lemma 4).
-- :class:`IdentityAxis` (Privelet+, Sec. VI-D, spec 6.1): no transform, ``W = 1``, ``P = 1``,
+- :class:`IdentityAxis` (Privelet+, Sec. VI-D, Fig. 5): no transform, ``W = 1``, ``P = 1``,
   ``H = n``.
 
-The multi-dimensional HN transform (Sec. VI, spec section 5) applies them axis by axis
+The multi-dimensional HN transform (Sec. VI) applies them axis by axis
 (:func:`hn_forward`, :func:`hn_inverse`); the weight of a coefficient is the product of the axis
 weights (Eq. in VI-B) and the generalized sensitivity the product of the P (Theorem 2). Every
 pass is vectorised over all the fibres of an axis through a ``(before, n, after)`` view, in O(size)
 time and memory; no matrix is ever formed.
 
-The exact noise variance of a range query factors over the axes (spec 5.4): with independent
+The exact noise variance of a range query factors over the axes (Theorem 3): with independent
 noise of variance ``s**2 / W(c)**2`` on every coefficient c, a box ``S_1 x ... x S_d`` has variance
 ``s**2 * prod_i V_i(S_i)``, where ``V_i(S) = sum_p (g_S(p) / W_i(p))**2`` and ``g_S`` maps the
 (mean-subtracted) coefficients of axis i to the sum over S (:meth:`AxisTransform.interval_variance`).
@@ -127,7 +128,7 @@ class AxisTransform(ABC):
         """JSON-able description (inverse: :func:`axis_from_dict`)."""
 
     def forward_weighted(self, x: FloatArray) -> FloatArray:
-        """``W(c) c`` for every coefficient (the un-normalised form of spec 3.10)."""
+        """``W(c) c`` for every coefficient (the un-normalised form of the transform)."""
         out = self.forward(x)
         out *= self.weights[None, :, None]
         return out
@@ -217,10 +218,11 @@ class IdentityAxis(AxisTransform):
 
 
 class HaarAxis(AxisTransform):
-    """The Haar wavelet transform of Sec. IV on an axis zero-padded to ``L = 2**l`` (spec 3.9).
+    """The Haar wavelet transform of Sec. IV on an axis zero-padded to ``L = 2**l`` (Sec. IV pads
+    with dummy values).
 
-    Layout (spec 3.2): position 0 is the base c0 (mean of the L entries); position p >= 1 is the
-    node at level ``floor(log2 p) + 1`` (root = level 1), left to right, whose coefficient is
+    Layout (Sec. IV-A, Fig. 2): position 0 is the base c0 (mean of the L entries); position p >= 1
+    is the node at level ``floor(log2 p) + 1`` (root = level 1), left to right, whose coefficient is
     ``(mean of left half - mean of right half) / 2``.
 
     >>> ax = HaarAxis(101)
@@ -281,7 +283,7 @@ class HaarAxis(AxisTransform):
         return self._pyramid(x, 0.5)
 
     def forward_weighted(self, x: FloatArray) -> FloatArray:
-        """``W c``: the total for the base, (left sum - right sum) for a node (spec 3.10)."""
+        """``W c``: the total for the base, (left sum - right sum) for a node (un-normalised)."""
         return self._pyramid(np.asarray(x, dtype=np.float64), None)
 
     def forward_integer(self, x: IntArray) -> IntArray:
@@ -341,7 +343,8 @@ class NominalTree:
     are consecutive, so these counts alone fix the tree. ``leaf_position[j]`` is the domain index
     (depth-first leaf order, as in :class:`dpcube.schema.Hierarchy`) of the j-th leaf in
     breadth-first order. Nodes with a single child are contracted away by the constructors: their
-    coefficient would be identically zero and ``W = f/(2f-2)`` undefined (spec 4.10).
+    coefficient would be identically zero and ``W = f/(2f-2)`` undefined (the paper assumes every
+    internal node has at least two children).
 
     >>> t = NominalTree.from_groups([3, 3])    # the hierarchy of the paper's Fig. 3
     >>> t.height, t.child_count.tolist()
@@ -429,7 +432,7 @@ class NominalTree:
 
     @classmethod
     def flat(cls, n: int) -> NominalTree:
-        """Root over n leaves (a nominal attribute without a hierarchy; h = 2, spec 4.10)."""
+        """Root over n leaves (a nominal attribute without a hierarchy; h = 2)."""
         if n == 1:
             return cls([0], [0])
         return cls([n] + [0] * n, np.arange(n))
@@ -450,7 +453,7 @@ class NominalTree:
 
 
 class NominalAxis(AxisTransform):
-    """The nominal wavelet transform of Sec. V (spec section 4) on a :class:`NominalTree`.
+    """The nominal wavelet transform of Sec. V on a :class:`NominalTree`.
 
     Coefficients (breadth-first): the base is the total; node N with parent p of fanout f has
     ``c_N = leafsum(N) - leafsum(p) / f``. :meth:`inverse` first subtracts the mean of every
@@ -613,7 +616,7 @@ class NominalAxis(AxisTransform):
         return self.subtract_means(y[:, :, None])[:, :, 0]
 
     def interval_variance(self, lo: ArrayLike, hi: ArrayLike) -> FloatArray:
-        """Exact V(S) for any leaf interval S (spec 4.7 / 5.4), evaluated on unique intervals.
+        """Exact V(S) for any leaf interval S (Lemma 5, Theorem 3), evaluated on unique intervals.
 
         >>> ax = NominalAxis(NominalTree.from_groups([3, 3]))
         >>> ax.interval_variance([0, 0, 0], [5, 2, 0]) * 108
@@ -659,8 +662,8 @@ def hn_forward(
     """The HN transform: the 1-D transforms applied along axes 1..d (Sec. VI-A, step k).
 
     With ``weighted=True`` every coefficient is multiplied by its weight W_HN (the product of the
-    axis weights), which is the un-normalised form of spec 3.10: releasing ``W c + Lap(lambda)`` is
-    the same as releasing ``c + Lap(lambda / W)``, and its L1 sensitivity is the generalized
+    axis weights), which is the un-normalised form of the transform: releasing ``W c + Lap(lambda)``
+    is the same as releasing ``c + Lap(lambda / W)``, and its L1 sensitivity is the generalized
     sensitivity of Definition 3.
 
     >>> hn_forward(np.array([[4, 2], [6, 0]]), [HaarAxis(2), HaarAxis(2)])
@@ -788,7 +791,8 @@ def coefficient_support(axes: Sequence[AxisTransform]) -> int:
 
 
 def box_variance(axes: Sequence[AxisTransform], boxes: NDArray[np.int64]) -> FloatArray:
-    """``prod_i V_i(S_i)`` for boxes of shape (q, d, 2) (spec 5.4); multiply by the noise variance."""
+    """``prod_i V_i(S_i)`` for boxes of shape (q, d, 2) (Theorem 3); multiply by the noise
+    variance."""
     out = np.ones(boxes.shape[0])
     for k, ax in enumerate(axes):
         out *= ax.interval_variance(boxes[:, k, 0], boxes[:, k, 1])
@@ -796,12 +800,14 @@ def box_variance(axes: Sequence[AxisTransform], boxes: NDArray[np.int64]) -> Flo
 
 
 # ------------------------------------------------------------------------------------------------
-# One-dimensional helpers in the paper's notation (test vectors of spec section 7)
+# One-dimensional helpers in the paper's notation (test vectors from the paper's Figs. 2-3 and
+# Examples 4-5)
 # ------------------------------------------------------------------------------------------------
 
 
 def haar_forward(x: ArrayLike) -> FloatArray:
-    """1-D Haar coefficients ``[c0, c1, ...]`` of a vector whose length is a power of two (spec 3.3)."""
+    """1-D Haar coefficients ``[c0, c1, ...]`` of a vector whose length is a power of two (Sec.
+    IV-A)."""
     v = np.asarray(x, dtype=np.float64)
     if v.ndim != 1 or v.size & (v.size - 1):
         raise SchemaError(
