@@ -1,8 +1,9 @@
-"""DP data cubes: cuboid selection (BMax, PMost) and consistency (Ding, Winslett, Han, Li 2011).
+"""DP data cubes: cuboid selection (BMax, PMost) and consistency (Ding, Winslett, Han, Li,
+"Differentially Private Data Cubes: Optimizing Noise Sources and Consistency", SIGMOD 2011).
 
-See ``docs/datacube.md``; the modules follow the spec ``dp-data-cubes.md``:
-:mod:`.lattice` (section 1), :mod:`.selection` (sections 3, 4, 8.2), :mod:`.consistency`
-(section 5), :mod:`.counting` (2.4), :mod:`.mechanism` (2, 6) and :mod:`.release`.
+See ``docs/datacube.md``; the modules follow the paper:
+:mod:`.lattice` (Sec. 2), :mod:`.selection` (Secs. 4.1, 4.2, 7.2), :mod:`.consistency`
+(Sec. 5), :mod:`.counting`, :mod:`.mechanism` (Secs. 3, 6) and :mod:`.release`.
 """
 
 from dpcube.mechanisms.datacube.mechanism import CubeSource, DataCube

@@ -1,19 +1,19 @@
-"""Consistency enforcement (paper section 5; spec section 5).
+"""Consistency enforcement (Ding, Winslett, Han, Li, SIGMOD 2011, Sec. 5).
 
 Input: only the noisy cells of the measured cuboids L_pre (never the data), so the output is
 post-processing and keeps the guarantee. Output: cuboids that are roll-ups of one vector over the
-cells of the join cuboid ``U = ∨ L_pre`` (spec 5.1; U = base whenever the base cuboid is measured).
+cells of the join cuboid ``U = ∨ L_pre`` (Sec. 5; U = base whenever the base cuboid is measured).
 
 - :func:`l2_consistent`: the exact two-pass algorithm of Theorem 10 (eqs. 9-14): bottom-up
   ``obs``, top-down ``ĉ = (obs - aux) / ratio``; with per-cuboid weights ``w_C = 1 / Var_C`` it is
-  the weighted least squares of spec 5.3 (needed for non-uniform budgets). It is the best linear
-  unbiased estimator (Gauss-Markov), and :func:`l2_variance` gives its exact variance. Both
+  the weighted least squares form of program (8) (needed for non-uniform budgets). It is the best
+  linear unbiased estimator (Gauss-Markov), and :func:`l2_variance` gives its exact variance. Both
   of its broadcast sums (``g_U`` and each ``aux``) go through :func:`broadcast_sum`.
 - :func:`lp_consistent`: L1 (LP 7) and L-infinity (LP 6) distances, solved with HiGHS through
   ``scipy.optimize.linprog``; for small cubes (the constraint matrix has ``|L_pre| * |U|`` nonzeros).
 
 >>> from dpcube.mechanisms.datacube.lattice import Lattice
->>> lat = Lattice((3,))          # spec T17: one dimension, L_pre = {C_A, C_total}
+>>> lat = Lattice((3,))          # one dimension, L_pre = {C_A, C_total}
 >>> out = l2_consistent(lat, {1: np.array([1.0, 2.0, 3.0]), 0: np.array(9.0)}, {1: 1.0, 0: 1.0}, [0, 1])
 >>> float(out[0]), out[1].tolist()        # (6 + 3*9)/4 and y_i + (9 - 6)/4
 (8.25, [1.75, 2.75, 3.75])
@@ -118,7 +118,7 @@ def l2_consistent(
     wanted: Sequence[int],
     via_join: bool | None = None,
 ) -> dict[int, NDArray[np.float64]]:
-    """Weighted least-squares consistent cuboids (Theorem 10; spec 5.3 array form).
+    """Weighted least-squares consistent cuboids (Theorem 10, in array form).
 
     ``noisy[C]`` is the noisy array of measured cuboid C (axes: its dimensions, increasing) and
     ``weights[C] = 1 / Var_C`` (any common scale). Stage 1: ``g_U = sum_C w_C c̃_C`` broadcast onto U,
@@ -193,7 +193,7 @@ def l2_variance(
     ``n_i - n_i^2/k_i`` (complement), so ``Var = sum_{S ⊆ Q} Π_{S}(n_i - n_i^2/k_i)
     Π_{Q-S}(n_i^2/k_i) deg_U(Q) / λ_S`` (the GLS variance ``h (HᵀWH)^+ hᵀ``).
 
-    >>> lat = Lattice((3, 3))            # spec T19: 3x3 cube, L_pre = {base, total}, s = 2, eps = 1
+    >>> lat = Lattice((3, 3))            # 3x3 cube, L_pre = {base, total}, s = 2, eps = 1
     >>> w = {0b11: 1 / 8, 0b00: 1 / 8}
     >>> [round(l2_variance(lat, w, q), 9) for q in (0b11, 0b00, 0b01)]
     [7.2, 7.2, 16.8]

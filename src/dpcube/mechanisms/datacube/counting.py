@@ -1,4 +1,4 @@
-"""True counts of the measured cuboids (spec 2.4; issue part 2, counting at scale).
+"""True counts of the measured cuboids (exactly, at scale).
 
 From a :class:`dpcube.Histogram` the base cuboid is in memory and every cuboid is a roll-up. From a
 data source the cuboids are counted by the engine (DuckDB, or Spark: the same SQL) in one pass,
@@ -62,10 +62,10 @@ def counts_from_source(
     (:func:`dpcube.engine.counting.cuboid_counts`; DuckDB, or Spark for a Spark DataFrame).
 
     With ``weight`` each cell holds the sum of the rows' measure values (rounded to integers and
-    clipped to the measure's bounds, spec 8.3) instead of their number; a row whose measure is
-    NULL is refused (``on_out_of_domain="error"``) or dropped from every cuboid. Rows the policy
-    does not cover raise :func:`dpcube.engine.sql.out_of_domain_error` (every cause counted;
-    offending values only with ``show_values``).
+    clipped to the measure's bounds, Ding et al., SIGMOD 2011, Sec. 7.3) instead of their number; a
+    row whose measure is NULL is refused (``on_out_of_domain="error"``) or dropped from every
+    cuboid. Rows the policy does not cover raise :func:`dpcube.engine.sql.out_of_domain_error`
+    (every cause counted; offending values only with ``show_values``).
 
     Returns the cuboids (lattice layout) and the data report of :func:`dpcube.engine.base.policy_report`.
     """

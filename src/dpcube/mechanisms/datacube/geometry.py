@@ -1,4 +1,4 @@
-"""Cuboids of a schema as dense numpy arrays (spec 10, performance notes).
+"""Cuboids of a schema as dense numpy arrays (one array per cuboid; roll-up is a sum over axes).
 
 Dimension i of the cube is attribute i of the schema. A cuboid's array has the axes of its
 attributes in schema order (a spatial attribute contributes its two axes); the cardinality of a

@@ -1,14 +1,14 @@
-"""The cuboid lattice of a d-dimensional fact table (Ding, Winslett, Han, Li, SIGMOD 2011, section 2;
-spec ``dp-data-cubes.md`` section 1).
+"""The cuboid lattice of a d-dimensional fact table (Ding, Winslett, Han, Li, SIGMOD 2011, Sec. 2).
 
-A cuboid is a bitmask over the dimensions (dimension ``i`` is bit ``i``; the spec labels ``C_{x1x2x3}``
-read left to right are bits 0, 1, 2). ``C1 <= C2`` (C1 computable from C2) iff ``C1 & ~C2 == 0``.
-The paper calls the coarser C1 an "ancestor"; this code uses subset tests only (spec A1).
+A cuboid is a bitmask over the dimensions (dimension ``i`` is bit ``i``; the paper labels
+``C_{x1x2x3}`` read left to right are bits 0, 1, 2). ``C1 <= C2`` (C1 computable from C2) iff
+``C1 & ~C2 == 0``. The paper calls the coarser C1 an "ancestor"; this code uses subset tests only,
+since the paper's own prose uses both orientations.
 
 - ``mag(C, C')``: cells of C' summed into one cell of C (eq. 1), ``inf`` when C is not computable
   from C';
 - ``deg(C)``: base cells aggregated by one cell of C, ``mag(C, base)``;
-- :func:`best_sources`: the level-wise dynamic programme of spec 2.3 that picks, for every
+- :func:`best_sources`: the level-wise dynamic programme of K_part (Sec. 3) that picks, for every
   cuboid, the measured descendant of least noise.
 
 >>> lat = Lattice((2, 7, 5))            # Example 2.1: Sex, Age, Salary
@@ -74,7 +74,7 @@ class Lattice:
         if len(self.cards) > 20:
             raise QueryError(
                 f"a data cube of {len(self.cards)} dimensions has 2^{len(self.cards)} cuboids; "
-                "use at most 20 dimensions (spec 8.4)"
+                "use at most 20 dimensions (Ding et al., SIGMOD 2011, Sec. 7.4)"
             )
         if any(int(k) < 1 for k in self.cards):
             raise QueryError(f"cardinalities must be positive, got {list(self.cards)}")
@@ -94,7 +94,8 @@ class Lattice:
         return self.candidate_order()
 
     def candidate_order(self) -> list[int]:
-        """The greedy tie-break order of spec A4: higher dimensionality first, then larger bitmask.
+        """The greedy tie-break order (the paper leaves it open; its examples pick C111 before
+        C101): higher dimensionality first, then larger bitmask.
 
         >>> [Lattice((2, 2)).label(c) for c in Lattice((2, 2)).candidate_order()]
         ['C11', 'C01', 'C10', 'C00']
@@ -120,7 +121,7 @@ class Lattice:
         return math.prod(self.cards[i] for i in bits(big & ~small))
 
     def label(self, mask: int) -> str:
-        """The spec's label ``C_{x1..xd}`` (x1 is dimension 0)."""
+        """The paper's label ``C_{x1..xd}`` (x1 is dimension 0)."""
         return "C" + "".join("1" if mask >> i & 1 else "0" for i in range(self.d))
 
     def from_label(self, label: str) -> int:
@@ -185,15 +186,16 @@ def expand(lattice: Lattice, array: NDArray[Any], small: int, big: int) -> NDArr
 def best_sources(
     lattice: Lattice, variances: dict[int, Fraction], wanted: Iterable[int]
 ) -> dict[int, tuple[Fraction, int]]:
-    """The level-wise programme of spec 2.3 (K_part aggregation), generalised to per-source variances.
+    """The level-wise programme of K_part aggregation (Sec. 3), generalised to per-source variances.
 
     ``variances[C']`` is the per-cell noise variance of measured cuboid C'. Returns, for every
     cuboid needed to compute ``wanted``, ``(v, parent)``: v is the least per-cell variance of C
     over all measured C' ⊇ C, ``min mag(C, C') * variances[C']`` (eq. 2), and ``parent`` is the
     cuboid it is summed from (``-1`` when C is measured itself). Recursion:
     ``v(C) = variances[C]`` if measured, else ``min_j |A_j| * v(C ∪ {A_j})`` over A_j ∉ [C],
-    ties to the smallest j (spec A8). Computing C by summing out A_j from that parent gives
-    exactly variance v(C) (mag is multiplicative along chains).
+    ties to the smallest j (any minimiser has the same variance; the paper leaves ties open).
+    Computing C by summing out A_j from that parent gives exactly variance v(C) (mag is
+    multiplicative along chains).
 
     >>> lat = Lattice((2, 7, 5))
     >>> out = best_sources(lat, {0b111: Fraction(32), 0b001: Fraction(32)}, [0b000])

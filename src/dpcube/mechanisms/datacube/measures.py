@@ -1,4 +1,5 @@
-"""Measures other than the count (spec 8.3): sums of a clipped numeric column, and averages.
+"""Measures other than the count (Ding, Winslett, Han, Li, SIGMOD 2011, Sec. 7.3): sums of a clipped
+numeric column, and averages.
 
 **Sum.** Each record carries a value v, rounded to an integer and clipped to ``[low, high]``; a
 cell of a cuboid holds the sum of its records' values. Adding or removing one record changes one
@@ -9,10 +10,10 @@ and every variance is the count's times about Delta^2. Selection, aggregation an
 unchanged (they read only the noisy cells).
 
 **Average.** Publish a sum cube and a count cube of the same cuboids (two releases, each charged:
-split the budget, e.g. eps/2 each [spec resolution]); a cell's average is the noisy sum over the
-noisy count, post-processing of the two. :func:`average_cuboid` gives it with a first-order
-(delta-method) variance, an approximation that is only meaningful where the count is large
-against its noise; cells whose noisy count is below 1 are NaN.
+split the budget, e.g. eps/2 each; the paper leaves the split open); a cell's average is the noisy
+sum over the noisy count, post-processing of the two. :func:`average_cuboid` gives it with a
+first-order (delta-method) variance, an approximation that is only meaningful where the count is
+large against its noise; cells whose noisy count is below 1 are NaN.
 """
 
 from __future__ import annotations
@@ -115,8 +116,8 @@ def ratio_variance(
 def average_cuboid(
     sums: CuboidRelease, counts: CuboidRelease, attributes: Sequence[str] | str
 ) -> AverageCuboid:
-    """Averages of a measure per cell of a cuboid, from a sum release and a count release (spec
-    8.3). Both must be DataCube releases of the same schema, the first with ``measure="sum"``
+    """Averages of a measure per cell of a cuboid, from a sum release and a count release (Sec.
+    7.3). Both must be DataCube releases of the same schema, the first with ``measure="sum"``
     and the second a count, of the same rows (a row with a NULL measure that the sum drops but
     the count keeps biases the average: drop such rows from the data for both); the cuboid may
     be derived (:meth:`CuboidRelease.derive_cuboid`).

@@ -1,8 +1,9 @@
-"""The DP data cube mechanism (Ding, Winslett, Han, Li, SIGMOD 2011; spec sections 2-6, 8.2).
+"""The DP data cube mechanism (Ding, Winslett, Han, Li, "Differentially Private Data Cubes:
+Optimizing Noise Sources and Consistency", SIGMOD 2011, Secs. 2-6 and 7.2).
 
-Framework K_part (spec 2.3): measure a set L_pre of cuboids (chosen by ``method``), add
+Framework K_part (Sec. 3): measure a set L_pre of cuboids (chosen by ``method``), add
 independent noise to every cell of each, compute every published cuboid from its least-noisy
-measured superset (level-wise, spec 2.3), optionally enforce consistency (spec 5).
+measured superset (level-wise, Sec. 3), optionally enforce consistency (Sec. 5).
 
 Privacy. Each record adds 1 to exactly one cell of every cuboid, so the vector of the exact
 counts of s cuboids has L1 sensitivity exactly s under ``add_remove`` neighbours; under
@@ -116,7 +117,7 @@ def select(
     theta0: float = 0.5,
     budget: str = "uniform",
 ) -> Selection:
-    """The measured cuboids and budget shares of a method (spec section 6).
+    """The measured cuboids and budget shares of a method (Sec. 6).
 
     >>> lat = Lattice((2, 7, 5))
     >>> [lat.label(c) for c in select(lat, list(range(8)), "pmost", theta0=40 / 64).sources]
@@ -225,7 +226,7 @@ class DataCube(Mechanism):
         bounds: Sequence[int] | None = None,
     ) -> None:
         super().__init__(epsilon, None, neighbour)
-        #: ``None`` for counts, else the summed column and its clipping bounds (spec 8.3).
+        #: ``None`` for counts, else the summed column and its clipping bounds (Sec. 7.3).
         self.sum_measure = SumMeasure.build(measure, value, bounds)
         self.measure = measure
         self.value = value
@@ -255,7 +256,7 @@ class DataCube(Mechanism):
     @property
     def unit(self) -> int:
         """L1 sensitivity of one cuboid: 1 (add_remove) or 2 (replace), times Delta =
-        max(|low|, |high|) for a sum (spec 8.3)."""
+        max(|low|, |high|) for a sum (Sec. 7.3)."""
         count = int(Neighbour(self.neighbour).histogram_sensitivity("l1"))
         return count * (self.sum_measure.delta if self.sum_measure else 1)
 
@@ -469,7 +470,8 @@ class DataCube(Mechanism):
 def postprocess(
     array: NDArray[np.float64], nonnegative: bool, integral: bool
 ) -> NDArray[np.float64]:
-    """Optional post-processing after consistency (spec A15): clamp at 0, then round to integers.
+    """Optional post-processing after consistency (off by default: the paper's L2 optimality and
+    unbiasedness need real values): clamp at 0, then round to integers.
 
     Both keep the guarantee (they read only released values) but make the estimate biased, break
     exact consistency (except LP non-negativity, which is a constraint of the LP) and make the
@@ -490,7 +492,7 @@ def measure(
     budget: str,
     source: RandomSource,
 ) -> tuple[dict[int, NDArray[np.int64]], dict[int, float], dict[int, float]]:
-    """Noise on every cell of every measured cuboid (K_part, first loop; spec 2.3).
+    """Noise on every cell of every measured cuboid (K_part, first loop; Sec. 3).
 
     Uniform budgets: discrete Laplace of scale ``unit * s / epsilon`` on every cell (sensitivity
     ``unit * s``, ``unit`` = 1 or 2 by neighbour notion). Non-uniform: scale ``unit / epsilon_j``
@@ -549,7 +551,7 @@ def estimate(
 def aggregate(
     noisy: dict[int, NDArray[np.int64]], best: dict[int, tuple[Fraction, int]], published: list[int]
 ) -> dict[int, NDArray[np.float64]]:
-    """K_part aggregation (spec 2.3): each cuboid summed (exactly, in integers) from the parent the
+    """K_part aggregation (Sec. 3): each cuboid summed (exactly, in integers) from the parent the
     level-wise programme :func:`best_sources` chose."""
     memo: dict[int, NDArray[np.int64]] = dict(noisy)
 

@@ -39,7 +39,8 @@ MODES = ("sources", "l2", "unknown")
 
 @dataclass(frozen=True)
 class DerivedCuboid:
-    """A cuboid computed from a released one by roll-up (spec 8.4, online larger cubes).
+    """A cuboid computed from a released one by roll-up (Ding, Winslett, Han, Li, SIGMOD 2011, Sec.
+    7.4, larger cubes).
 
     ``values`` has the axes of ``attributes`` in the order asked; every cell has the noise
     variance ``cell_variance`` (NaN where the release's variance mode does not know it);
@@ -124,7 +125,7 @@ class CuboidRelease(Release):
 
     def derive_cuboid(self, attributes: Sequence[str] | str) -> DerivedCuboid:
         """A cuboid that need not be published, summed from the published cuboid over a superset
-        of ``attributes`` whose cells then have the least noise variance (spec 8.4: larger cubes
+        of ``attributes`` whose cells then have the least noise variance (Sec. 7.4: larger cubes
         answered online from L_pre; post-processing, no budget). A cell sums ``n`` cells of the
         source, with ``n`` the product of the dropped attributes' sizes, so its variance is the
         variance of a query box over those cells (eq. 1 without consistency, the GLS variance

@@ -1,14 +1,16 @@
-"""Choosing the measured cuboids L_pre (spec sections 3, 4 and 8.2).
+"""Choosing the measured cuboids L_pre (Ding, Winslett, Han, Li, SIGMOD 2011, Secs. 4.1,
+4.2 and 7.2).
 
 - :func:`bound_max_variance`: Algorithm 1 (BOUND MAX VARIANCE, "BMax"): binary search over the
   variance bound, each step a greedy SET COVER for every sensitivity s (FEASIBLE, lines 6-12).
 - :func:`publish_most`: Algorithm 2 (PUBLISH MOST, "PMost"): greedy max-coverage for every s at
   the fixed bound theta0.
-- :func:`optimal_budgets`: the non-uniform budget allocation of paper section 7.2 / spec 8.2.
+- :func:`optimal_budgets`: the non-uniform budget allocation of Sec. 7.2 (which gives no algorithm;
+  ours is a cost-weighted set cover).
 
 All bounds are in epsilon-free units ``u = theta * eps^2`` and coverage is tested in exact integer
-arithmetic, ``2 s^2 mag <= u`` (spec 10, numerical robustness), so the chosen cuboids never depend
-on epsilon (acceptance T9). The spec's *prefix optimisation* (section 12) is used: for a bound u,
+arithmetic, ``2 s^2 mag <= u`` (so that threshold ties cannot flip by rounding), so the chosen
+cuboids never depend on epsilon. A *prefix optimisation* of ours is used: for a bound u,
 FEASIBLE(L, u, s) depends on s only through ``m(s)``, the largest mag value ``<= u / (2 s^2)``; the
 greedy pick sequence for one coverage family is fixed and FEASIBLE with s picks is its
 length-s prefix, so each family is run once (and cached across the binary search).
@@ -38,9 +40,10 @@ class Selection:
     """The measured cuboids and what the selection guarantees.
 
     ``sources``: L_pre in pick order. ``bound_u``: ``max_{C in L} noise(C, L_pre) * eps^2`` under
-    uniform budgets, ``2 |L_pre|^2 max_C min mag`` (theta' of spec A5a). ``theta_star_u``:
-    theta* of the binary search (BMax only). ``shares``: the fraction of epsilon spent on each
-    source (uniform: 1/s each). ``info``: method-specific figures (precise counts, trace).
+    uniform budgets, ``2 |L_pre|^2 max_C min mag`` (theta', the achieved bound, which can be below
+    the searched theta*). ``theta_star_u``: theta* of the binary search (BMax only). ``shares``: the
+    fraction of epsilon spent on each source (uniform: 1/s each). ``info``: method-specific figures
+    (precise counts, trace).
     """
 
     sources: tuple[int, ...]
@@ -51,7 +54,8 @@ class Selection:
 
 
 class Coverage:
-    """``mag(C, C')`` for every candidate C' (all 2^d, in the spec A4 order) and every C in L."""
+    """``mag(C, C')`` for every candidate C' (all 2^d, in the tie-break order of
+    :meth:`Lattice.candidate_order`) and every C in L."""
 
     def __init__(self, lattice: Lattice, published: Sequence[int]) -> None:
         self.lattice = lattice
@@ -80,7 +84,7 @@ class Coverage:
         """Greedy cover with family ``cov(C') = {C in L : mag(C, C') <= m}`` run until no gain.
 
         Returns the picks (candidate indices) and the covered weight after each pick. Ties go to the
-        first candidate in the spec A4 order; a chosen candidate is never picked again.
+        first candidate in that tie-break order; a chosen candidate is never picked again.
         """
         key = (m, None if weights is None else weights.tobytes())
         if key in self._greedy:
@@ -153,7 +157,8 @@ def _feasible_any(cov: Coverage, u: Fraction) -> list[tuple[int, tuple[int, ...]
 def bound_max_variance(
     lattice: Lattice, published: Sequence[int], robust: bool = False
 ) -> Selection:
-    """Algorithm 1 (BOUND MAX VARIANCE) with the resolutions of spec 3.2 and A5.
+    """Algorithm 1 (BOUND MAX VARIANCE) (Sec. 4.1), with the choices it leaves open (which s to
+    return, the reported bound) made here.
 
     Binary search over ``u`` from ``[0, 2|L|^2]`` (K_all's bound) until the interval is at most 1
     (distinct noise values differ by at least 2); theta* = the right end. Among every s feasible at
@@ -198,8 +203,9 @@ def publish_most(
 
     For each s, GREEDYCOVER(L, theta0, s) is the length-s prefix of the greedy run for family m(s).
     Best R_s: largest covered weight, then least actual noise (after adding the base cuboid when
-    some cuboid of L would not be computable, spec A7), then smaller s (A6). When nothing can be
-    precise, K_base (A24). ``info`` reports the greedy weight and the actual precise count.
+    some cuboid of L would not be computable, as Sec. 4.2 says), then smaller s (the paper leaves
+    ties open). When nothing can be precise, K_base. ``info`` reports the greedy weight and the
+    actual precise count.
     """
     cov = Coverage(lattice, published)
     w = None if weights is None else np.array([float(weights.get(c, 1.0)) for c in cov.published])
@@ -256,7 +262,7 @@ def allocated_bound(cov: Coverage, sources: Sequence[int], shares: Sequence[Frac
 
 
 def allocate(cov: Coverage, sources: Sequence[int]) -> tuple[tuple[int, ...], tuple[Fraction, ...]]:
-    """The budget split minimising the max variance for a fixed L_pre (spec 8.2).
+    """The budget split minimising the max variance for a fixed L_pre (Sec. 7.2).
 
     Each C in L is served by its least-mag source; with ``m_j`` the largest mag a source serves,
     ``eps_j ∝ sqrt(m_j)`` minimises ``max_j 2 m_j / eps_j^2`` subject to ``sum eps_j = eps``, giving
@@ -276,7 +282,8 @@ def allocate(cov: Coverage, sources: Sequence[int]) -> tuple[tuple[int, ...], tu
 
 
 def optimal_budgets(lattice: Lattice, published: Sequence[int], start: Selection) -> Selection:
-    """Non-uniform budgets (paper 7.2; spec 8.2 resolution) for BOUND MAX VARIANCE.
+    """Non-uniform budgets (Sec. 7.2; the algorithm is ours, the paper gives none) for BOUND MAX
+    VARIANCE.
 
     Weighted set cover over balls ``(C', m) = {C in L : mag(C, C') <= m}`` with cost sqrt(m) (a
     source already chosen with radius m1 pays only ``sqrt(m) - sqrt(m1)``); the greedy picks the ball
