@@ -1,4 +1,5 @@
-"""Hierarchical census group sizes (Fioretto, Van Hentenryck, Zhu; spec hierarchical-census.md)."""
+"""Hierarchical census group sizes (Fioretto, Van Hentenryck, Zhu, "Differential Privacy of
+Hierarchical Census Data: An Optimization Approach", Artificial Intelligence 296, 2021)."""
 
 from dpcube.mechanisms.census.hierarchy import RegionHierarchy
 from dpcube.mechanisms.census.mechanism import CensusHierarchy

@@ -1,17 +1,19 @@
 """Baselines: the relaxed quadratic programs M-bar_H / M-bar_C with rounding, and TopDown.
 
-Spec sections 2.2, 2.6 and 2.9. The relaxed programs are convex QPs (the paper used Gurobi). They
-are solved by Clarabel (a sparse interior-point solver; the default, spec 3.1's suggested
-substitute) or by HiGHS (an active-set QP solver, kept as a cross-check: it reaches its time limit
-from k = 10 on the census tree). Clarabel stops when the relative duality gap and the primal and
-dual residuals are below ``tolerance`` (its ``tol_gap_rel`` / ``tol_feas``, reported in
-:class:`QPResult`). The programs are NOT exact: rounding each value independently breaks
-consistency and faithfulness (the #CV column of Table 7).
+Fioretto, Van Hentenryck, Zhu, Artificial Intelligence 296 (2021), Secs. 5, 8 and 11. The
+relaxed programs are convex QPs (the paper used Gurobi). They
+are solved by Clarabel (a sparse interior-point solver; the default, our substitute for Gurobi) or
+by HiGHS (an active-set QP solver, kept as a cross-check: it reaches its time limit from k = 10 on
+the census tree). Clarabel stops when the relative duality gap and the primal and dual residuals are
+below ``tolerance`` (its ``tol_gap_rel`` / ``tol_feas``, reported in :class:`QPResult`). The
+programs are NOT exact: rounding each value independently breaks consistency and faithfulness (the
+#CV column of Table 7).
 
-TopDown (spec 2.9 reconstruction): root projected onto the simplex {x >= 0, sum x = G} and
-rounded by largest remainder; then level by level each region's children, per size, projected
-onto {x >= 0, sum x = parent} and rounded by largest remainder. Closed-form projections (no QP
-solver); the paper ran Gurobi per two-level problem, so its TopDown is slower than this one.
+TopDown (our reconstruction; the paper describes it only in prose, Sec. 11): root projected onto the
+simplex {x >= 0, sum x = G} and rounded by largest remainder; then level by level each region's
+children, per size, projected onto {x >= 0, sum x = parent} and rounded by largest remainder.
+Closed-form projections (no QP solver); the paper ran Gurobi per two-level problem, so its TopDown
+is slower than this one.
 """
 
 from __future__ import annotations
@@ -212,7 +214,7 @@ def relaxed_hierarchical(
     solver: str = "clarabel",
     tolerance: float = DEFAULT_QP_TOLERANCE,
 ) -> tuple[NDArray[np.int64], QPResult]:
-    """M-bar_H: the convex relaxation of Model 1 (H1-H3, x >= 0), then np.rint per value (spec 2.2).
+    """M-bar_H: the convex relaxation of Model 1 (H1-H3, x >= 0), then np.rint per value (Sec. 5).
 
     >>> h = RegionHierarchy.from_parents({"GA": "US", "NY": "US"})
     >>> n, qp = relaxed_hierarchical(h, np.array([[3.6, 0.4, 2.3], [1.2, 0.6, 1.4], [2.3, -0.8, 0.7]]), 6)
@@ -332,7 +334,7 @@ def largest_remainder(
 
 
 def topdown(h: RegionHierarchy, noisy: NDArray[np.float64], groups: int) -> NDArray[np.int64]:
-    """TopDown as reconstructed in spec 2.9: integral, consistent and faithful.
+    """TopDown as reconstructed here from the prose of Sec. 11: integral, consistent and faithful.
 
     >>> h = RegionHierarchy.from_parents({"GA": "US", "NY": "US"})
     >>> topdown(h, np.array([[3.0, 1, 2], [2, 0, 1], [1, 1, 1]]), 6).tolist()

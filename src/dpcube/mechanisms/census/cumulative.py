@@ -1,6 +1,7 @@
 """Cumulative group-size vectors and the approximate cumulative mechanism M_CDP^~.
 
-Spec sections 2.6-2.7 (paper section 9, Lemma 6, Algorithm 2; from [15]).
+Fioretto, Van Hentenryck, Zhu, Artificial Intelligence 296 (2021), Secs. 8-9.1, Lemma 6,
+Algorithm 2 (from Fioretto and Van Hentenryck, CP 2019).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def isotonic_nonneg(rows: NDArray[np.float64]) -> NDArray[np.float64]:
 def approx_counts(noisy_cumulative: NDArray[np.float64]) -> NDArray[np.int64]:
     """Algorithm 2 lines 2-4: n'^r = Gamma^-1(round(isotonic(c~^r))) for every region.
 
-    Non-negative integers, not yet consistent; M_DP's post-processing follows (spec 2.7).
+    Non-negative integers, not yet consistent; M_DP's post-processing follows (Sec. 9.1).
 
     >>> approx_counts(np.array([[3.4, 4.3, 6.2], [1.7, 1.6, 3.2], [0.6, 1.8, 3.3]])).tolist()
     [[3, 1, 2], [2, 0, 1], [1, 1, 1]]

@@ -1,6 +1,7 @@
 """M_DP: the exact tree dynamic program of Model 1 with Algorithm 1's slope merge.
 
-Spec sections 2.3-2.5 (paper sections 6-7, Eq. 4a-4d, Lemma 5, Theorem 3, Algorithm 1).
+Fioretto, Van Hentenryck, Zhu, Artificial Intelligence 296 (2021), Secs. 6-7, Eq. 4a-4d, Lemma 5,
+Theorem 3, Algorithm 1.
 
 The DP tree T_DP has a dummy root fixed to G whose children are the national nodes x_s^{r0},
 s = 1..k; below each, subtree s mirrors the region tree. Each node x gets a cost table
@@ -11,12 +12,12 @@ Psi_x(sum_y lo_y + t) = sum_y C_y(lo_y) + (sum of the t smallest child slopes). 
 does that merge for every node of a level at once (a segmented sort of all slopes), so the cost
 is O(k |R| d log(c d)) as in Theorem 4, in vectorised numpy.
 
-Domains (spec section 2.4 / 4.6): D_x = [round(n~_x) - w, round(n~_x) + w] intersected with
-[0, G] and with the children's reachable range, w = ceil(3 sigma). A solution value on an
-artificial window bound (neither 0, G nor a bound forced by the children) may be suboptimal, so
-the solver doubles w and solves again until no value touches one; by the exchange argument of
-separable convex flows, a box-restricted optimum that touches no box bound is a global optimum.
-``half_width=None`` uses the full domain [0, G].
+Domains (the paper's text lost the window; this one is ours): D_x = [round(n~_x) - w, round(n~_x) +
+w] intersected with [0, G] and with the children's reachable range, w = ceil(3 sigma). A solution
+value on an artificial window bound (neither 0, G nor a bound forced by the children) may be
+suboptimal, so the solver doubles w and solves again until no value touches one; by the exchange
+argument of separable convex flows, a box-restricted optimum that touches no box bound is a global
+optimum. ``half_width=None`` uses the full domain [0, G].
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ def merge_convex(tables: list[tuple[int, NDArray[np.float64]]]) -> tuple[int, ND
 
 
 def noise_half_width(alpha: float, c: float = 3.0) -> int:
-    """w = ceil(c sigma), sigma = sqrt(2 alpha) / (1 - alpha), the double-geometric std (spec 1.7).
+    """w = ceil(c sigma), sigma = sqrt(2 alpha) / (1 - alpha), the double-geometric std (Sec. 3).
 
     >>> noise_half_width(math.exp(-1.0 / 6))
     26
@@ -83,7 +84,7 @@ def noise_half_width(alpha: float, c: float = 3.0) -> int:
 
 
 def tail_half_width(alpha: float, nodes: int, miss: float = 0.05) -> int:
-    """Smallest w with nodes * P(|Z| > w) <= miss for double-geometric Z (spec 1.7 pmf).
+    """Smallest w with nodes * P(|Z| > w) <= miss for double-geometric Z (pmf of Sec. 3).
 
     P(|Z| >= w + 1) = 2 alpha^(w+1) / (1 + alpha). With w = ceil(3 sigma) alone, about 1% of
     3.2M census nodes have noise beyond the window and every such node forces a widening round;
@@ -498,12 +499,12 @@ def solve_tree(
     *,
     widen: bool = True,
 ) -> TreeSolution:
-    """Optimal integer solution of Model 1 (spec 2.2: H1-H4) for noisy counts ``noisy[R, k]``.
+    """Optimal integer solution of Model 1 (Sec. 5: H1-H4) for noisy counts ``noisy[R, k]``.
 
     ``half_width``: the domain window w (None: full domain [0, G]). With ``widen`` the window is
     doubled until no value touches an artificial bound (then the result is the exact optimum).
 
-    Golden example (spec section 5, test 11):
+    Golden example (worked by hand):
 
     >>> h = RegionHierarchy.from_parents({"GA": "US", "NY": "US"})
     >>> noisy = np.array([[3.6, 0.4, 2.3], [1.2, 0.6, 1.4], [2.3, -0.8, 0.7]])
@@ -536,7 +537,7 @@ def solve_tree(
 def naive_tree_dp(hierarchy: RegionHierarchy, noisy: NDArray[Any], groups: int) -> float:
     """M_DP^OP's optimum (Theorem 2): the same DP with explicit min-plus tables on [0, G].
 
-    A slow reference for the tests (spec section 5, test 12).
+    A slow reference for the tests.
     """
     h, G = hierarchy, int(groups)
     noisy = np.asarray(noisy, dtype=np.float64)

@@ -1,4 +1,5 @@
-"""The exact programs M_H (Model 1) and M_C (Model 2) as HiGHS mixed-integer programs (spec 2.2, 2.6).
+"""The exact programs M_H (Model 1) and M_C (Model 2) as HiGHS mixed-integer programs (Fioretto,
+Van Hentenryck, Zhu, Artificial Intelligence 296, 2021, Secs. 5 and 8).
 
 The paper solves the quadratic integer programs with Gurobi for its Figure 7 only (they do not
 scale). HiGHS has no integer QP, so the separable convex objective is linearised exactly on the
@@ -159,9 +160,10 @@ def exact_hierarchical(
     time_limit: float = 1800.0,
     half_width: int | None = None,
 ) -> tuple[NDArray[np.int64], MIPResult]:
-    """M_H: Model 1 (H1-H4) with integer n-hat, warm-started at TopDown (spec 2.2).
+    """M_H: Model 1 (H1-H4) with integer n-hat, warm-started at TopDown (Sec. 5).
 
-    On the golden instance of spec test 11 the optimum is unique, objective 1.99:
+    On the golden instance of :func:`dpcube.mechanisms.census.dp.solve_tree` the optimum is unique,
+    objective 1.99:
 
     >>> h = RegionHierarchy.from_parents({"GA": "US", "NY": "US"})
     >>> y = np.array([[3.6, 0.4, 2.3], [1.2, 0.6, 1.4], [2.3, -0.8, 0.7]])
@@ -201,9 +203,9 @@ def exact_cumulative(
     time_limit: float = 1800.0,
     half_width: int | None = None,
 ) -> tuple[NDArray[np.int64], MIPResult]:
-    """M_C: Model 2 (C1-C5) with integer c-hat, then Gamma^-1 (spec 2.6); warm start: Gamma of
-    TopDown run on the differences of the noisy cumulative values. Golden instance of spec
-    test 15 (objective 0.87):
+    """M_C: Model 2 (C1-C5) with integer c-hat, then Gamma^-1 (Sec. 8); warm start: Gamma of
+    TopDown run on the differences of the noisy cumulative values. Golden instance
+    (worked by hand, objective 0.87):
 
     >>> h = RegionHierarchy.from_parents({"GA": "US", "NY": "US"})
     >>> c = np.array([[3.4, 4.3, 6.2], [1.7, 1.6, 3.2], [0.6, 1.8, 3.3]])

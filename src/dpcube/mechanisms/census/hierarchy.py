@@ -1,8 +1,9 @@
-"""The public region hierarchy T of a census release (spec section 1.2; paper section 3).
+"""The public region hierarchy T of a census release (Fioretto, Van Hentenryck, Zhu,
+Artificial Intelligence 296, 2021, Sec. 2).
 
 Regions are numbered so that every parent comes before its children and each level is a
 contiguous block; within a level, regions are ordered left to right: by parent, then by name
-(the canonical child order of spec section 1.3 / 4.10, which fixes the chain of M_CDP). All
+(a canonical child order of ours; the paper leaves it open, and it fixes the chain of M_CDP). All
 leaves must sit at the same level L (the paper's assumption).
 
 >>> h = RegionHierarchy.from_parents({"GA": "US", "NY": "US", "US": None})

@@ -1,6 +1,8 @@
-"""CensusHierarchy: consistent, valid, faithful group-size releases (Fioretto, Van Hentenryck, Zhu).
+"""CensusHierarchy: consistent, valid, faithful group-size releases (Fioretto, Van Hentenryck, Zhu,
+Artificial Intelligence 296, 2021).
 
-``method`` picks the mechanism of spec section 2 (all share the budget split epsilon / L):
+``method`` picks the mechanism of the paper's Secs. 5-9 or its TopDown baseline (all share the
+budget split epsilon / L):
 
 =============  ==================  ================================  =========
 method         noise               post-processing                   exact?
@@ -12,7 +14,7 @@ method         noise               post-processing                   exact?
 ``qp_cumulative`` Gamma(n^r)       relaxed Model 2 QP, rint          no (#CV)
 ``qip``        n^r, Delta 2        M_H: Model 1 as a HiGHS MIP       Model 1*
 ``qip_cumulative`` Gamma(n^r)      M_C: Model 2 as a HiGHS MIP       Model 2*
-``topdown``    n^r, Delta 2        TopDown (spec 2.9)                feasible
+``topdown``    n^r, Delta 2        TopDown (Sec. 11)                 feasible
 =============  ==================  ================================  =========
 
 The relaxed QPs run on ``qp_solver`` (``clarabel``, interior point, stopping tolerance
@@ -359,7 +361,8 @@ class CensusHierarchy(Mechanism):
         if self.noise_mode == "as_published":
             if ledger is not None or (account and random_state is None):
                 raise BudgetError(
-                    "noise_mode='as_published' is not epsilon-DP (spec 2.8) and cannot be charged "
+                    "noise_mode='as_published' is not epsilon-DP (Sec. 9.2 misses the chain's "
+                    "sensitivity) and cannot be charged "
                     "to a ledger; release it with account=False (never for publication)"
                 )
         return super().release(

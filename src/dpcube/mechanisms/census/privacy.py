@@ -1,6 +1,7 @@
-"""Neighbour notion, sensitivities, geometric noise and the budget split (spec 1.5-1.8, 2.8).
+"""Neighbour notion, sensitivities, geometric noise and the budget split (Fioretto, Van
+Hentenryck, Zhu, Artificial Intelligence 296, 2021, Secs. 3-4, 8, 9.2).
 
-Neighbour notion (spec 1.6 recommendation; the paper's implicit relation in the proof of Lemma 4):
+Neighbour notion (the paper's implicit relation in the proof of Lemma 4, made explicit here):
 the units (groups), their leaf regions, the size bound k and G are public, and
 
 - ``add_remove``: one individual joins or leaves an EXISTING group, so one group's size moves
@@ -15,7 +16,7 @@ measurement                          add_remove  replace    where
 ===================================  ==========  =========  ==============================
 group-size vectors n^r (Lemma 4)     2           4          M_H, M_DP, TopDown, relaxed QP
 cumulative vectors Gamma(n^r) (L. 6) 1           2          M_C, M_CDP^~, M_CDP default
-level chain (size-major prefix sum)  |R_l|       2 |R_l|    spec 1.6 ISSUE, M_CDP chain
+level chain (size-major prefix sum)  |R_l|       2 |R_l|    corrected here, M_CDP chain
 ===================================  ==========  =========  ==============================
 
 Units given one region by ``region_of_unit`` (a unit seen in several regions in the data, see
@@ -30,7 +31,8 @@ Every level gets epsilon / L (Theorem 1: parallel composition within a level, se
 levels). Noise is the double-geometric (discrete Laplace) of scale Delta / epsilon_l, i.e.
 alpha = exp(-epsilon_l / Delta), drawn by :func:`dpcube.privacy.samplers.add_discrete_laplace`.
 
-M_CDP noise modes (spec 2.8):
+M_CDP noise modes (Sec. 9.2; the paper calibrates the chain to sensitivity 1, but moving one group
+from size s to s+1 changes |R_l| entries of the size-major prefix sum):
 
 - ``private_postprocessed`` (default): per-region cumulative noise as M_C, chain values derived by
   post-processing. epsilon-DP.
@@ -69,7 +71,8 @@ def cumulative_sensitivity(neighbour: str) -> int:
 
 
 def chain_sensitivity(neighbour: str, regions: int) -> int:
-    """L1 sensitivity of one level's chain vector: |R_l| per moved individual (spec 1.6)."""
+    """L1 sensitivity of one level's chain vector: |R_l| per moved individual (corrected here: the
+    paper assumes 1)."""
     return _MOVES[neighbour] * regions
 
 
@@ -162,10 +165,10 @@ def noisy_cumulative(
 
 
 def chain_from_cumulative(h: Any, cumulative: NDArray[Any]) -> list[NDArray[np.float64]]:
-    """Chain values of each level from per-region cumulative vectors (spec 2.8, mode 3):
+    """Chain values of each level from per-region cumulative vectors (Sec. 9.2, mode 3):
     c(s, r_j) = sum_{i <= j} c_s^{r_i} + sum_{i > j} c_{s-1}^{r_i}, with c_0 = 0.
 
-    On exact inputs this is the true chain (the identity the spec states):
+    On exact inputs this is the true chain (an identity checked here):
 
     >>> from dpcube.mechanisms.census.hierarchy import RegionHierarchy
     >>> h = RegionHierarchy.from_parents({"GA": "US", "NY": "US"})

@@ -438,6 +438,8 @@ class CensusRelease(Release):
         )
         if not self.private:
             lines.append(
-                "- **NOT EPSILON-DP**: noise_mode='as_published' calibrates the chain noise to sensitivity 1, but the level chain has sensitivity |R_l| (spec 1.6/2.8); for reproducing the paper only"
+                "- **NOT EPSILON-DP**: noise_mode='as_published' calibrates the chain noise "
+                "to sensitivity 1, but the level chain has sensitivity |R_l| (Fioretto et al. "
+                "2021, Sec. 9.2, assume 1); for reproducing the paper only"
             )
         return lines

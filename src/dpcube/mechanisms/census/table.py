@@ -1,8 +1,9 @@
-"""Group-size tables: how many groups of each size 1..k each region has (spec section 1.3).
+"""Group-size tables: how many groups of each size 1..k each region has (Fioretto, Van Hentenryck,
+Zhu, Artificial Intelligence 296, 2021, Sec. 2).
 
 ``n[r, s-1]`` is n_s^r, the number of groups (households, taxis) of size s in region r, for every
 region of the hierarchy (internal rows are sums of their children). The mechanisms treat G, the
-number of groups, as public (spec section 1.5): it is released exactly and every level is made
+number of groups, as public (Sec. 4): it is released exactly and every level is made
 to sum to it. Only the curator can say that it is, so a table carries the declaration
 (:meth:`GroupSizeTable.declare_public_groups`, ``public_groups=`` of :func:`group_sizes` and of
 the constructor; CLI ``--public-groups N`` or ``--groups-are-public``), and a release without it
@@ -220,7 +221,7 @@ def group_sizes(
     show_values: bool = False,
     engine: str | Engine | None = None,
 ) -> GroupSizeTable:
-    """Group-size table of person-level data (spec section 1.1), counted in ``engine``.
+    """Group-size table of person-level data (Sec. 2), counted in ``engine``.
 
     ``source`` is anything :func:`dpcube.engine.duckdb_engine.open_source` reads (a CSV/Parquet
     path, a DataFrame, an Arrow table, a DuckDB relation, :class:`dpcube.SQL`) or a Spark
