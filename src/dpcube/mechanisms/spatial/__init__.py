@@ -1,6 +1,7 @@
-"""Location histograms: HTF (Shaham et al. 2021) and the spatial baselines.
+"""Location histograms: HTF (Shaham, Ghinita, Ahuja, Krumm, Shahabi,
+SIGSPATIAL 2021) and the spatial baselines.
 
-See ``docs/location.md`` and the spec ``specs/htf.md``. Every mechanism here takes a histogram
+See ``docs/location.md``. Every mechanism here takes a histogram
 over one spatial attribute (or two ordinal attributes) and returns a
 :class:`~dpcube.mechanisms.spatial.release.LeafRelease` of rectangles with noisy counts
 (``Singular`` returns a per-cell release).

@@ -1,9 +1,10 @@
-"""Shared pieces of the spatial mechanisms (HTF spec sections 7, 10.1, 12.3).
+"""Shared pieces of the spatial mechanisms (Shaham, Ghinita, Ahuja, Krumm,
+Shahabi, "HTF", SIGSPATIAL 2021, Secs. 4.3 and 5.1).
 
 - :func:`grid_shape`: the 2-D domain of a schema (one :class:`~dpcube.schema.Spatial` attribute,
   or two ordinal attributes used as axis 0 and axis 1);
 - :func:`geometric_shares`: Eq. 17, the per-height budget of a tree (Cormode et al. 2012);
-- :func:`tree_height`: Eq. 10 with the spec's floor and guards;
+- :func:`tree_height`: Eq. 10 with a floor (which gives the heights the paper reports) and guards;
 - :class:`SpatialMechanism`: the base class with the user-level contribution bound ``c``.
 
 Axis 0 of the frequency matrix is the "row" axis (latitude, y, for a spatial attribute) and axis 1
@@ -90,7 +91,7 @@ EPS_HEIGHT = ParamSpec(
 
 
 def tree_height(noisy_total: float, epsilon: float, c0: float = 10.0) -> int:
-    """HTF's height h = floor(log2(|D| eps / c0)), at least 1 (Eq. 10, spec section 7).
+    """HTF's height h = floor(log2(|D| eps / c0)), at least 1 (Eq. 10).
 
     >>> [tree_height(3_500_000, e) for e in (0.1, 0.3, 0.5)]
     [15, 16, 17]
@@ -106,7 +107,8 @@ def tree_height(noisy_total: float, epsilon: float, c0: float = 10.0) -> int:
 def relative_error(
     true: NDArray[Any], estimate: NDArray[Any], bound: float = 20.0
 ) -> NDArray[np.float64]:
-    """Per-query relative error in percent with the smoothing bound (spec 12.3, A11).
+    """Per-query relative error in percent with the smoothing bound (Eq. 3, which omits the bound of
+    20).
 
     >>> relative_error(np.array([0, 100, 10]), np.array([10, 90, 0])).tolist()
     [50.0, 10.0, 50.0]
@@ -151,7 +153,7 @@ def spatial_case_schema(rows: int = 2, cols: int = 3) -> Schema:
 class SpatialMechanism(Mechanism):
     """Base of the spatial mechanisms: a 2-D histogram in, a release of rectangles out.
 
-    Unit of privacy: one location point (unbounded, ``add_remove`` neighbours; spec section 3).
+    Unit of privacy: one location point (unbounded, ``add_remove`` neighbours; HTF, Sec. 2.1).
     ``replace`` neighbours (a point moved; the number of points public) are supported by group
     privacy: a replacement is one removal and one addition, so every measurement's sensitivity is
     at most twice its add/remove sensitivity and every internal budget is halved

@@ -1,4 +1,5 @@
-"""The homogeneity split objective and Algorithm 1 (HTF spec sections 5 and 8).
+"""The homogeneity split objective and Algorithm 1 (Shaham, Ghinita, Ahuja,
+Krumm, Shahabi, SIGSPATIAL 2021, Sec. 4.1).
 
 For a node sub-matrix and a split index k along an axis, Eq. 5 gives
 
@@ -18,7 +19,10 @@ Noise: each evaluation gets Laplace noise of scale ``(2 + margin) / eps''`` thro
 per level, the nodes of a level being disjoint). The noisy values are compared (report noisy
 min), which is post-processing.
 
-:func:`split_points` runs Algorithm 1 as corrected by spec 8.4 (fix-1..4) for many nodes at once:
+:func:`split_points` runs Algorithm 1 for many nodes at once, corrected here (the listing's
+midpoints lack their offsets, line 15 is a simultaneous assignment, the centre's noisy value is
+reused and the loop
+runs exactly T times):
 every node of a tree level evaluates its candidates in the same pass over the grid.
 """
 
@@ -113,7 +117,7 @@ class LevelObjective:
 
 
 def split_noise_scale(eps_level: float, T: int) -> float:
-    """Laplace scale of one noisy evaluation: 2 / (eps_level / (2T + 1)) (spec T6).
+    """Laplace scale of one noisy evaluation: 2 / (eps_level / (2T + 1)) (Sec. 4.1.2).
 
     >>> round(split_noise_scale(5e-4, 3))
     28000
@@ -156,7 +160,7 @@ def split_points(
     T: int,
     perturb: Callable[[NDArray[np.float64]], NDArray[np.float64]],
 ) -> NDArray[np.int64]:
-    """Algorithm 1 (spec 8.4 normative code) for many nodes at once; returns k in [1, L-1].
+    """Algorithm 1 (as corrected above) for many nodes at once; returns k in [1, L-1].
 
     Exactly 2T+1 calls of ``evaluate`` and of ``perturb`` (one noisy value per node each), so the
     budget per node is (2T+1) eps'' = eps_level whatever the data. Ties: centre, then k1, then k2.
@@ -207,7 +211,8 @@ def get_split_point(
 def exhaustive_split_point(
     F: NDArray[np.int64], eps_level: float, axis: int, source: RandomSource
 ) -> int:
-    """The baseline of spec 8.1 (an ablation): all k in 1..L-1, each with eps_level/(L-1).
+    """The baseline split selection of Sec. 4.1.1 (an ablation): all k in 1..L-1, each with
+    eps_level/(L-1).
 
     Report noisy min over ``o_k + Lap(2 (L-1) / eps_level)``; with noise off it is the exact
     global argmin (the first one on ties).

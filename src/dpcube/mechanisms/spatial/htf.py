@@ -1,9 +1,11 @@
-"""HTF: the Homogeneous Tree Framework (Shaham, Ghinita, Ahuja, Krumm, Shahabi, SIGSPATIAL 2021),
-as specified by ``specs/htf.md`` (which corrects the paper's Algorithms 1-3).
+"""HTF: the Homogeneous Tree Framework (Shaham, Ghinita, Ahuja, Krumm, Shahabi, "HTF: Homogeneous
+Tree Framework for Differentially-Private Release of Location Data", SIGSPATIAL 2021), with the
+paper's Algorithms 1-3 corrected here where their listings are defective (missing offsets, nodes
+that cannot be split, a budget accumulator that must be per path).
 
 Budget (Eq. 4): ``eps_tot = eps_height + h eps_level + eps_data``, spent as
 
-1. (C, section 7) ``|D| + DLap(1/eps_height)`` fixes ``h = floor(log2(|D~| eps_tot / 10))``;
+1. (C, Eqs. 9-10) ``|D| + DLap(1/eps_height)`` fixes ``h = floor(log2(|D~| eps_tot / 10))``;
 2. (A, Algorithms 1-2) a binary partition of height h; each node's split costs ``eps_level``
    (2T+1 noisy objective evaluations of eps_level/(2T+1) each); nodes of a level are disjoint, so
    a path spends ``h eps_level``;
@@ -11,7 +13,7 @@ Budget (Eq. 4): ``eps_tot = eps_height + h eps_level + eps_data``, spent as
    when the noisy count is <= theta_count or the node has < theta_cells cells, and a fresh count of
    every released leaf with the rest of its path's budget: every path spends exactly eps_data.
 
-Neighbours: add or remove one point (spec section 3); with ``user_bound=c``, one user of at most c
+Neighbours: add or remove one point (HTF, Sec. 2.1); with ``user_bound=c``, one user of at most c
 points (every budget above is divided by c); ``replace`` divides them by 2c (group privacy, see
 :class:`~dpcube.mechanisms.spatial._common.SpatialMechanism`). The data-dependent steps compose adaptively along
 each root-to-leaf path and in parallel across the disjoint nodes of a level.
@@ -85,14 +87,14 @@ def _objective_claim(r0: int, r1: int, c0: int, c1: int, axis: int, k: int) -> S
 class HTF(SpatialMechanism):
     """The Homogeneous Tree Framework.
 
-        Parameters (defaults as in the paper, spec 12.1): ``eps_level`` (eps'_prt per tree level,
+        Parameters (defaults as in the paper, Sec. 5.1): ``eps_level`` (eps'_prt per tree level,
         5e-4), ``eps_height`` (1e-4), ``T`` (3 search steps), ``c0`` (10), ``theta_count`` (prune
         when the noisy count <= 100), ``theta_cells`` (prune below 5 cells), ``even_axis`` ("row":
         nodes of even height split rows, the paper's prose; "col" is its listing). ``height`` forces h
-        (spec A16 ablation; no height budget is then spent). ``extent_first`` skips the decision draw
+        (an ablation; no height budget is then spent). ``extent_first`` skips the decision draw
         of nodes that fail the public extent test. All budgets are in units of ``epsilon``. A height
     chosen from the noisy total is lowered to the tallest tree whose data budget is positive and
-    representable (:meth:`capped_height`; the spec raises there, which would be after the charge).
+    representable (:meth:`capped_height`; raising there would come after the charge).
 
         >>> from dpcube import Histogram
         >>> from dpcube.privacy import NO_NOISE
@@ -270,8 +272,8 @@ class HTF(SpatialMechanism):
     def capped_height(self, h: int) -> int:
         """``h`` lowered to the tallest usable tree (:meth:`usable_height`, at least 1).
 
-        Spec section 7 raises when a height chosen from the noisy total leaves no data budget;
-        that would come after the charge, so the height is lowered instead (post-processing of
+        Raising when a height chosen from the noisy total (Eq. 10) leaves no data budget would
+        come after the charge, so the height is lowered instead (post-processing of
         the noisy total and public parameters), and :meth:`validate` refuses, before the charge,
         budgets that leave no usable tree at all."""
         h = min(h, MAX_FORCED_HEIGHT)

@@ -1,10 +1,12 @@
 """Trees over the grid, stored level by level, and what is done with them.
 
-- :func:`binary_tree`: a binary partition with alternating axes (HTF Algorithm 2 as corrected by
-  spec 9.3, and the kd-tree); the split index of every node of a level comes from one call of a
-  ``choose`` function, so the whole level is vectorised;
+- :func:`binary_tree`: a binary partition with alternating axes (HTF Algorithm 2, corrected here to
+  count every node and to handle nodes that cannot be split, and the kd-tree); the split index of
+  every node of a level comes from one call of a ``choose`` function, so the whole level is
+  vectorised;
 - :func:`quad_tree`: the data-independent quadtree (midpoint splits, fanout up to 4);
-- :func:`htf_perturb`: HTF Algorithm 3 (spec 10.4, fix-9..11), with a ledger of every draw;
+- :func:`htf_perturb`: HTF Algorithm 3 (corrected here: childless nodes, a per-path budget, both
+  stop tests), with a ledger of every draw;
 - :func:`consistent_leaves`: least-squares consistency of noisy node counts (Hay et al. 2010,
   generalised by Cormode et al. 2012), in the exact two-pass form for any fanout and budgets.
 
@@ -72,12 +74,13 @@ Chooser = Callable[[IntArray, IntArray, IntArray, IntArray], IntArray]
 
 
 def axis_for_height(height: int, even_axis: int = ROW) -> int:
-    """The split axis of a node of this height: ``even_axis`` when even (spec A3, default rows)."""
+    """The split axis of a node of this height: ``even_axis`` when even (default rows, as in HTF's
+    prose; its Algorithm 2 listing says columns)."""
     return even_axis if height % 2 == 0 else 1 - even_axis
 
 
 def binary_tree(F: IntArray, h: int, choose: Chooser, even_axis: int = ROW) -> Tree:
-    """Algorithm 2 (spec 9.3): split every node down to height 0 with alternating axes.
+    """HTF Algorithm 2 (corrected): split every node down to height 0 with alternating axes.
 
     ``choose(rects, axes, lengths, widths)`` returns the split index k in [1, L-1] of each node.
     A node of length 1 along its axis is split along the other one; a 1x1 node has no children
@@ -187,7 +190,7 @@ def htf_perturb(
     source: RandomSource,
     extent_first: bool = False,
 ) -> Perturbed:
-    """Algorithm 3 (spec 10.4): geometric decision counts, pruning, re-draw with the rest.
+    """HTF Algorithm 3 (corrected): geometric decision counts, pruning, re-draw with the rest.
 
     ``shares[i]`` is the budget of a node of height i (Eq. 17 over ``eps_data``). At depth d every
     live node has spent the same ``accu`` on its path, so each group is one sampler call.
