@@ -85,7 +85,8 @@ def laplace_error(
 
 
 def eigen_error_ratio(gram: LinearOperator) -> float:
-    """Error/svdb of any A with ``AᵀA = G^{1/2}``: ``n·max diag(G^{1/2}) / tr(G^{1/2})`` (§3.2)."""
+    """Error/svdb of any A with ``AᵀA = G^{1/2}``: ``n·max diag(G^{1/2}) / tr(G^{1/2})`` (App.
+    C)."""
     mu, v = np.linalg.eigh(gram.dense())
     root = (v * np.sqrt(np.clip(mu, 0.0, None))) @ v.T
     return gram.cols * float(np.diag(root).max()) / float(np.trace(root))

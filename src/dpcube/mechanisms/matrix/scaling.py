@@ -15,7 +15,7 @@ rank-deficient on the full grid but spans W, so errors and estimates use the joi
 runs LSA on the workload generalized to m ≈ n^{1/3} equal blocks (per axis on a multi-axis grid); phase 2 runs LSA inside every
 block, starting from the block's identity plus one row ``c_b·1ᵀ`` standing for what phase 1 knows
 about the block total (``c_b² = 1/[(A_gᵀA_g)⁻¹]_bb``) and counting sensitivity as ``s_g + levels``;
-deficient columns are completed (Thm 3.1 repair). The spec records that this reading does *not*
+deficient columns are completed (Thm 3.1 repair). In our checks this reading does *not*
 reach the paper's "almost as good as LSA" (about 1.3-1.45x svdb against 1.06x); we report the
 measured gap, we do not claim the paper's.
 """

@@ -134,7 +134,7 @@ def hadamard(k: int) -> NDArray[np.float64]:
 
 def variable_agnostic_optimal(a: float, b: float, n: int) -> Strategy:
     """The optimal strategy ``diag(μ₁^{1/4}, μ₂^{1/4}, …) Q_k`` for ``G = (a−b)I + bJ``
-    (Thm C.1 with the fourth roots of Errata E6); n = 2^k."""
+    (Li & Miklau, Thm C.1, corrected here to fourth roots, see :func:`eigen`); n = 2^k."""
     if not _is_power_of_two(n):
         raise QueryError(f"the Hadamard construction needs a power-of-two domain, got {n}")
     mu = np.full(n, a - b)

@@ -95,7 +95,7 @@ def workload_from_dict(d: Mapping[str, Any]) -> Workload:
 
 
 def allrange_gram_1d(n: int) -> NDArray[np.float64]:
-    """Gram of AllRange(n): ``G_ij = min(i,j)·(n − max(i,j) + 1)`` with 1-indexed cells (§4.1).
+    """Gram of AllRange(n): ``G_ij = min(i,j)·(n − max(i,j) + 1)`` with 1-indexed cells (App. A).
 
     >>> allrange_gram_1d(2).tolist()
     [[2.0, 1.0], [1.0, 2.0]]
@@ -126,7 +126,7 @@ def allrange_rows_1d(n: int) -> NDArray[np.float64]:
 
 
 def allpredicate_gram(n: int) -> NDArray[np.float64]:
-    """Gram of AllPredicate(n) (all 2ⁿ 0/1 queries): ``2^{n−2}(I + J)`` (§4.2).
+    """Gram of AllPredicate(n) (all 2ⁿ 0/1 queries): ``2^{n−2}(I + J)`` (App. C).
 
     >>> allpredicate_gram(2).tolist()
     [[2.0, 1.0], [1.0, 2.0]]
@@ -139,7 +139,7 @@ def _kron_or_single(factors: list[LinearOperator]) -> LinearOperator:
 
 
 def allrange(dims: Sequence[int]) -> Workload:
-    """AllRange(d₁,…,d_k): every axis-aligned box; ``G = G₁ ⊗ … ⊗ G_k`` (§4.1)."""
+    """AllRange(d₁,…,d_k): every axis-aligned box; ``G = G₁ ⊗ … ⊗ G_k`` (App. A)."""
     dims = tuple(int(d) for d in dims)
     gram = _kron_or_single([Explicit(allrange_gram_1d(d)) for d in dims])
     size = math.prod(d * (d + 1) // 2 for d in dims)
@@ -175,7 +175,7 @@ def allpredicate(n: int) -> Workload:
 def marginals(k: int, dims: Sequence[int]) -> Workload:
     """All k-way marginals: for every set S of k axes, one query per cell of the S-projection.
 
-    ``G = Σ_S ⊗ᵢ (I if i ∈ S else J)``, with ``J`` the all-ones matrix (§4.3).
+    ``G = Σ_S ⊗ᵢ (I if i ∈ S else J)``, with ``J`` the all-ones matrix (Sec. 4.3.1).
     """
     dims = tuple(int(d) for d in dims)
     if not 0 <= k <= len(dims):
@@ -220,7 +220,7 @@ def marginal_ranges(dims: Sequence[int]) -> Workload:
 
 
 def marginal_predicates(dims: Sequence[int]) -> Workload:
-    """All predicate (0/1) queries over every one-way marginal (§4.3, Thm 4.2): on axis i,
+    """All predicate (0/1) queries over every one-way marginal (Sec. 4.3.1, Thm 4.2): on axis i,
     ``1ᵀ ⊗ … ⊗ AllPredicate(dᵢ) ⊗ … ⊗ 1ᵀ``; Gram ``Σᵢ J ⊗ … ⊗ 2^{dᵢ−2}(I + J) ⊗ … ⊗ J``.
 
     >>> marginal_predicates((2, 3)).size
@@ -482,7 +482,7 @@ def random_ranges(
     bias: str | None = None,
     beta: float = 5.0,
 ) -> Workload:
-    """``m`` distinct ranges sampled without replacement from AllRange(dims) (§4.4).
+    """``m`` distinct ranges sampled without replacement from AllRange(dims) (Sec. 5.1).
 
     ``bias=None``: uniform. ``bias="extremes"`` (the paper's intent, Li & Miklau, Sec. 5.1 footnote
     1, whose wording contradicts itself): weight ``exp(−β (D_max − D)/D_max)`` with D the distance
@@ -519,8 +519,9 @@ def random_ranges(
 
 
 def coverage_ranges(m: int, coverage: float, n: int, seed: int = 0) -> Workload:
-    """``m`` distinct 1-D ranges with average coverage about ``coverage`` (Fig 3(b), §4.4 [R]):
-    lengths uniform in ``[⌈0.5cn⌉, ⌈1.5cn⌉]`` clipped to [1, n], uniform start."""
+    """``m`` distinct 1-D ranges with average coverage about ``coverage`` (Fig 3(b); the lengths are
+    ours, the paper does not give them): lengths uniform in ``[⌈0.5cn⌉, ⌈1.5cn⌉]`` clipped to [1,
+    n], uniform start."""
     rng = np.random.default_rng(seed)
     lo_len = max(1, math.ceil(0.5 * coverage * n))
     hi_len = min(n, max(lo_len, math.ceil(1.5 * coverage * n)))

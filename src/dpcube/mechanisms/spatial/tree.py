@@ -84,7 +84,8 @@ def binary_tree(F: IntArray, h: int, choose: Chooser, even_axis: int = ROW) -> T
 
     ``choose(rects, axes, lengths, widths)`` returns the split index k in [1, L-1] of each node.
     A node of length 1 along its axis is split along the other one; a 1x1 node has no children
-    (fix-8). Every node's exact count is kept (fix-6; never released).
+    (the listing leaves such nodes undefined). Every node's exact count is kept (never released;
+    the listing computes it only after its height-0 return).
 
     >>> F = np.arange(16).reshape(4, 4)
     >>> t = binary_tree(F, 2, lambda r, a, L, w: L // 2)
@@ -195,11 +196,13 @@ def htf_perturb(
     ``shares[i]`` is the budget of a node of height i (Eq. 17 over ``eps_data``). At depth d every
     live node has spent the same ``accu`` on its path, so each group is one sampler call.
 
-    - a childless node releases ``count + DLap(1 / (eps_data - accu))`` (fix-9);
+    - a childless node releases ``count + DLap(1 / (eps_data - accu))`` (the listing would draw
+      ``Lap(1/0)`` at height 0);
     - an internal node draws its decision count with ``shares[h - d]``; if the noisy count is
-      <= theta_count or it has < theta_cells cells (fix-11), it is pruned and releases
+      <= theta_count or it has < theta_cells cells (both tests), it is pruned and releases
       ``count + DLap(1 / (eps_data - accu - share))`` (a fresh draw; the decision is discarded);
-      else its children are visited with the larger ``accu`` (fix-10: per path).
+      else its children are visited with the larger ``accu`` (per path: siblings compose in
+      parallel, so the listing's global accumulator would overcharge).
 
     With ``extent_first`` a node with < theta_cells cells skips the decision draw (the extent is
     public) and releases with all it has left.
