@@ -8,7 +8,7 @@ Releases a kd-tree (epsilon 1) of a clustered synthetic 256 x 256 grid (200,000 
 - storing the replicates (once, at release time);
 - loading the release and answering ``--queries`` rectangles from the stored replicates;
 - the baseline: the same answers on a freshly loaded release whose replicates are computed
-  (the mechanism re-run ``--runs`` times, as before issue #13).
+  (the mechanism re-run ``--runs`` times, as for a release without stored replicates).
 
 The two give the same intervals (same seed); the script checks it.
 

@@ -1,4 +1,4 @@
-"""Scale, measured (issue #15 part 4): DuckDB vs Spark local on a synthetic person table on disk.
+"""Scale, measured: DuckDB vs Spark local on a synthetic person table on disk.
 
 Builds ``persons_<rows>.parquet`` under ``--work-dir`` (DuckDB ``COPY ... FROM range(...)``,
 see ``scale_data.py``; reused when present) and runs each workload (``histogram``, ``datacube``,

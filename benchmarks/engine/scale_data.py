@@ -1,4 +1,4 @@
-"""Synthetic data on disk for the scale benchmark (issue #15 part 4), written by DuckDB.
+"""Synthetic data on disk for the scale benchmark, written by DuckDB.
 
 Two Parquet tables, generated inside DuckDB (``COPY (SELECT ... FROM range(H)) TO ...``) so no row
 is ever a Python object:

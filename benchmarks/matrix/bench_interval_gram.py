@@ -1,5 +1,5 @@
-"""Benchmark of OPT_0's objective on a 1-D interval workload at DPBench's 4,096 cells (issue #12
-part 4; not a test).
+"""Benchmark of OPT_0's objective on a 1-D interval workload at DPBench's 4,096 cells (not a
+test).
 
 Per evaluation of the objective and gradient (p = n/16 = 256, the schedule's p): the previous
 formulation (``R⁻¹Θ`` by a p x n solve, then the dense ``(M D) G``) against ours

@@ -1,4 +1,4 @@
-"""Benchmark of the optimised strategies (issue #12 part 1; not a test).
+"""Benchmark of the optimised strategies (not a test).
 
 1. OPT_0 objective + gradient on AllRange(n) with p = n/16: ours (one p x n x n product per
    evaluation, :func:`dpcube.mechanisms.matrix.optimize.pidentity_objective`) against the

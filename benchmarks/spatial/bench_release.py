@@ -1,4 +1,4 @@
-"""Release time and query throughput of HTF and the spatial baselines (issue 7 acceptance).
+"""Release time and query throughput of HTF and the spatial baselines.
 
 One run: a 1024 x 1024 grid with 3.5M points (the LA-like proxy of ``python -m experiments.spatial``),
 each mechanism released once at eps = 0.1, then 10^5 random rectangles answered from the

@@ -1,4 +1,4 @@
-"""Fixtures of the browser tests (issue #14 part 4): three small seeded releases, one real
+"""Fixtures of the browser tests: three small seeded releases, one real
 ``dpcube serve --port 0`` process answering them, and one headless Debian Chromium driven by
 Selenium, shared by every browser test of a worker (session scope: starting Chromium and the
 server costs a few CPU seconds, paid once).

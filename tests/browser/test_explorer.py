@@ -1,4 +1,4 @@
-"""The explorer page in a real headless Chromium (issue #14 parts 3 and 4).
+"""The explorer page in a real headless Chromium.
 
 Each test opens ``/`` of a real ``dpcube serve`` process, picks a release in the page, runs a query
 through the widgets, and checks the number the page shows against a direct POST to the API: the

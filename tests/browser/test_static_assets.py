@@ -1,5 +1,5 @@
 """The explorer's files (no browser needed): they come from the package and ask nothing of the
-network but the service they are served from (issue #14 part 3: "no build step that needs the
+network but the service they are served from ("no build step that needs the
 network at install time; assets come from the package")."""
 
 from __future__ import annotations

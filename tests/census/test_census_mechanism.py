@@ -276,7 +276,7 @@ def test_ipums_household_sizes(data_dir) -> None:  # type: ignore[no-untyped-def
 def test_bench_census_smoke(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
     """`python -m experiments.census` end to end on a tiny synthetic stand-in: CSV written, exact
     mechanisms without violations, the as-published M_CDP rows marked not private; with
-    ``--scaling-ks ''`` it claims exactly the files it wrote (issue #13 part 6: it used to report
+    ``--scaling-ks ''`` it claims exactly the files it wrote (it used to report
     census_scaling.csv, which it skips)."""
     from experiments.census import main
 

@@ -1,5 +1,5 @@
-"""The relaxed programs on Clarabel and HiGHS, and the exact programs M_H / M_C as HiGHS MIPs
-(issue #16), checked against each other and against brute force on tiny instances."""
+"""The relaxed programs on Clarabel and HiGHS, and the exact programs M_H / M_C as HiGHS MIPs,
+checked against each other and against brute force on tiny instances."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def test_clarabel_objective_is_accurate_at_census_sized_counts(cumulative: bool)
     """The synthetic census at scale 0.01, k = 10 (cumulative counts up to 1.2e6, target'target
     about 1e13), noise of scale 6 (target'target about 3e11 for M-bar_H). Clarabel's relative gap must apply to sum (x - target)^2 (about
     1e6 here), not to x'x - 2 target'x, whose size is target'target: with that unshifted form a
-    gap of 1e-8 stopped M-bar_C 0.7 % and M-bar_H 0.015 % above the optimum (issue #16). With a
+    gap of 1e-8 stopped M-bar_C 0.7 % and M-bar_H 0.015 % above the optimum. With a
     gap of 1e-8 on the true objective, the objective is within 1e-8 relative of the optimum; the
     1e-11 solve is the reference and 1e-6 leaves a factor 100."""
     from experiments.census_generator import census_table

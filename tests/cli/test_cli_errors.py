@@ -1,4 +1,4 @@
-"""Issue #11 part 6: every bad input on the command line is one line, never a traceback."""
+"""Every bad input on the command line is one line, never a traceback."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``dpcube release --engine spark`` is used, never ignored (issue #13 part 6, issue #15).
+"""``dpcube release --engine spark`` is used, never ignored.
 
 The data cube's cuboids, the census group-size table and the spatial user-level bound used to be
 counted in DuckDB only (the flag was first ignored, then refused); they now run on Spark, and a

@@ -1,4 +1,4 @@
-"""Labelled tables out (issue #13 part 1): ``Release.to_pandas/to_arrow/to_polars``,
+"""Labelled tables out: ``Release.to_pandas/to_arrow/to_polars``,
 ``Release.interval(s)``, ``dpcube export`` and ``dpcube query --group-by/--json``, on every
 release kind (cells, spatial leaves, data-cube cuboids, census region x size)."""
 

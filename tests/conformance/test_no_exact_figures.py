@@ -1,4 +1,4 @@
-"""Nothing exact leaves in a release (issue #11 part 1).
+"""Nothing exact leaves in a release.
 
 A release directory may hold only what the mechanism's guarantee covers: noisy values, functions
 of them (post-processing), the parameters, and public facts (the schema). No figure computed

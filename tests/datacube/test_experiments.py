@@ -25,7 +25,7 @@ def test_fig9b_lpre_choices_time_every_choice() -> None:
 
 
 def test_cube_truth_rolls_up_through_supersets_to_the_base_rollup() -> None:
-    """Cube.truth sums each cuboid from a cached parent with one more dimension (issue #16's
+    """Cube.truth sums each cuboid from a cached parent with one more dimension (a
     speed-up); integer sums are exact, so every cuboid must equal the direct roll-up of the base
     cuboid, and counts() must hand back the same arrays."""
     lat = Lattice((3, 2, 4, 2))

@@ -1,4 +1,4 @@
-"""The README and the tutorials run as written (issue #13 part 5: doc examples must not rot).
+"""The README and the tutorials run as written (doc examples must not rot).
 
 Each page's ```console and ```python blocks run in order in a fresh directory holding a copy of
 examples/, with DPCUBE_HOME in it; a command that fails, a Python block that raises, or an output

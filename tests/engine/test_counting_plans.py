@@ -1,4 +1,4 @@
-"""The faster counting plans of issue #15 part 4 give exactly what the plans they replace gave.
+"""The faster counting plans give exactly what the plans they replace gave.
 
 - :func:`dpcube.engine.counting.cuboid_counts` groups the rows once by every axis and sums the
   cuboids on the driver (``_rolled_up_cuboids``) when the code space is small; the

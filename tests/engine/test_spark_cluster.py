@@ -1,4 +1,4 @@
-"""The counting paths on a real (if small) Spark cluster (issue #15 part 3).
+"""The counting paths on a real (if small) Spark cluster.
 
 ``local-cluster[2,1,1024]`` starts a standalone master, and two workers that each launch an
 executor JVM (1 core, 1 GiB) from the pip-installed pyspark (its ``bin/`` and ``jars/`` are the

@@ -1,4 +1,4 @@
-"""``spark_session`` keeps the master the process already has (issue #15 part 4).
+"""``spark_session`` keeps the master the process already has.
 
 Under ``spark-submit --master M`` (which starts the JVM first and hands PySpark its gateway) or
 beside a running session, a session built without ``--spark-master`` must run on that master,
@@ -77,5 +77,5 @@ def test_spark_submit_master_is_honoured(tmp_path: Path) -> None:
         timeout=300,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    # without the fix the builder set local[*]; local[1] gets the local defaults (8 partitions)
+    # a builder that set local[*] would fail this; local[1] gets the local defaults (8 partitions)
     assert "MASTER local[1] 8" in done.stdout, done.stdout[-2000:]

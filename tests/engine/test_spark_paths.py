@@ -1,4 +1,4 @@
-"""Every counting path gives the same result on Spark as on DuckDB (issue #15 parts 1 and 2).
+"""Every counting path gives the same result on Spark as on DuckDB.
 
 One Spark session (``local[1]``) for the module. The inputs hold NULLs, unicode and SQL-special
 characters (quotes, backticks, semicolons) in column names and in values, so quoting and the

@@ -1,4 +1,4 @@
-"""``--full`` sets each experiment's spec repetition count; quick mode keeps the CI counts (issue #16).
+"""``--full`` sets each experiment's spec repetition count; quick mode keeps the CI counts.
 
 The plans are checked without running any experiment."""
 

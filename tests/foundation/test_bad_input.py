@@ -1,7 +1,7 @@
-"""Issue #11 part 6: every bad input to the library is one clear dpcube error.
+"""Every bad input to the library is one clear dpcube error.
 
 One test per class of bad input (schema fields, YAML, domain size, data files, queries, counts).
-Each test fails on the behaviour before the fix (a library exception, a wrong count or a hang).
+Each test fails on the behaviour it guards against (a library exception, a wrong count or a hang).
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def test_yaml_alias_bomb_is_refused(tmp_path: Path) -> None:
 
 
 def test_domain_size_is_checked_before_allocating_bins() -> None:
-    # 10^12 bins: before the fix the edges tuple was built (the process ran out of memory).
+    # 10^12 bins: building the edges tuple would exhaust memory.
     with pytest.raises(DomainTooLargeError, match=r"'a'.*1,000,000,000,001 bins.*DPCUBE_MAX_CELLS"):
         Schema.from_dict({"attributes": [ordinal(range=[0, 1e12], width=1)]})
 

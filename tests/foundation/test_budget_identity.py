@@ -1,4 +1,4 @@
-"""Issue #11 part 4: the budget is tied to the data's records, not to a path (docs/reliability.md 4)."""
+"""The budget is tied to the data's records, not to a path (docs/reliability.md 4)."""
 
 from __future__ import annotations
 

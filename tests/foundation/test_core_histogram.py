@@ -198,7 +198,7 @@ def test_out_of_domain_value_names_column_value_and_rows() -> None:
 
 
 def test_out_of_domain_counts_every_cause_and_hides_values_by_default() -> None:
-    """Issue #13 part 6: the old message counted only the first cause of the first column (the
+    """The old message counted only the first cause of the first column (the
     rows below the range) and printed raw private values."""
     df = people(500, seed=3)
     df["sex"] = df["sex"].astype(object)
@@ -269,7 +269,7 @@ def test_wrong_type_for_an_ordinal(tmp_path: Path) -> None:
     assert (
         "column 'age' has type VARCHAR but attribute 'age' is ordinal and needs numbers" in message
     )
-    # the unparsable values are counted (issue #13 part 6), and not echoed
+    # the unparsable values are counted, and not echoed
     assert "(1 of 100 rows hold a value that is not a number)" in message
     assert "forty" not in message
     csv = tmp_path / "t.csv"

@@ -1,4 +1,4 @@
-"""Queries by value (issue #13 part 2): ordinal ranges in the attribute's unit, category ranges,
+"""Queries by value: ordinal ranges in the attribute's unit, category ranges,
 latitude/longitude boxes, bins by number under an explicit syntax, overlapping bins on request."""
 
 from __future__ import annotations

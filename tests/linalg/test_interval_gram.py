@@ -1,5 +1,5 @@
 """The implicit 1-D interval Gram (:class:`dpcube.linalg.boxes.IntervalGram`) against its dense
-form, and OPT_0 on it against OPT_0 on the dense Gram (issue #12 part 4)."""
+form, and OPT_0 on it against OPT_0 on the dense Gram."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Optimised strategies (HDMM OPT_0 / OPT_⊗) and the Gaussian optimum (issue #12)."""
+"""Optimised strategies (HDMM OPT_0 / OPT_⊗) and the Gaussian optimum."""
 
 from __future__ import annotations
 

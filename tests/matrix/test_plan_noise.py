@@ -1,4 +1,4 @@
-"""Spec App. B.3 / E8 (issue #16): with delta, `dpcube plan` says whether Gaussian or Laplace noise
+"""Li & Miklau App. B.3, corrected: with delta, `dpcube plan` says whether Gaussian or Laplace noise
 gives the lower error for each strategy, and by how much."""
 
 from __future__ import annotations

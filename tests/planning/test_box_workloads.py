@@ -1,4 +1,4 @@
-"""Box workloads on large grids (issue #12): the Gram as a sum of Kronecker products of intervals,
+"""Box workloads on large grids: the Gram as a sum of Kronecker products of intervals,
 OPT_⊗ on it, the planner at 256 x 256 without dense matrices, and strategies reused across eps."""
 
 from __future__ import annotations

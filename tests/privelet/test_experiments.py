@@ -108,7 +108,7 @@ def test_timing_rows_and_linear_fit() -> None:
 
 
 def test_timing_sweeps_keep_their_shared_point_apart() -> None:
-    """Issue #16: the m-sweep's point at m_fixed (n = n_fixed) was labelled as an n-sweep point
+    """The m-sweep's point at m_fixed (n = n_fixed) was labelled as an n-sweep point
     when n_fixed was one of the n values (timing.csv had six n points and four m points)."""
     rows = timing([2**4, 2**8], [500, 1000], 2**4, 1000, seed=0)
     sweeps = [(r["sweep"], r["m"], r["n"]) for r in rows if r["method"] == "Basic"]

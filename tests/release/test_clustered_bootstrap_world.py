@@ -1,5 +1,5 @@
-"""The spatial bootstrap world is as clustered as the release's own leaf pairs say (issue #13 part
-3, experiments/docs/coverage.md "Uniformity error"): the dispersion estimator on data whose answer
+"""The spatial bootstrap world is as clustered as the release's own leaf pairs say
+(experiments/docs/coverage.md "Uniformity error"): the dispersion estimator on data whose answer
 is known, the cascade that scatters leaf counts, and where the uniformity bound still widens."""
 
 from __future__ import annotations

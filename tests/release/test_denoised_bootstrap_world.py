@@ -1,5 +1,5 @@
 """The kd-tree's bound (and, switched on, the clustered bootstrap world) discount the leaves'
-noise (issue #13 part 3, experiments/docs/coverage.md "Empty rectangles"): a released count in
+noise (experiments/docs/coverage.md "Empty rectangles"): a released count in
 empty space is noise, not points; counted as points it widens the intervals there."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Census answers carry their noise-only sd; non-linear data cubes get a bootstrap (issue #13):
+"""Census answers carry their noise-only sd; non-linear data cubes get a bootstrap:
 no release kind answers without an error estimate when one can be computed."""
 
 from __future__ import annotations

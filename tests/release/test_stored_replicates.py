@@ -1,4 +1,4 @@
-"""Bootstrap replicates stored with a release (issue #13): a bootstrap answer from a saved release
+"""Bootstrap replicates stored with a release: a bootstrap answer from a saved release
 re-runs nothing, the replicates are verified like every table, and they agree with the ones the
 same seed computes in memory."""
 

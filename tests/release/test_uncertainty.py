@@ -1,4 +1,4 @@
-"""Honest uncertainty (issue #13 part 3): exact sd where the noise is linear and the estimate
+"""Honest uncertainty: exact sd where the noise is linear and the estimate
 unbiased, a parametric bootstrap from the release otherwise, never a bare number.
 
 Schemas here are spatial grids, nominal hierarchies or ordinals with ``range: [0, n]`` and

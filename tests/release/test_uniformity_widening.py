@@ -1,5 +1,5 @@
 """Spatial leaf intervals widened by the uniformity error of cut leaves, and flagged where the
-interval is mostly that bound (issue #13: coverage on clustered data, experiments/docs/coverage.md)."""
+interval is mostly that bound (coverage on clustered data, experiments/docs/coverage.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Labelled tables answered from their boxes at once (issue #13: ``dpcube export`` in one pass):
+"""Labelled tables answered from their boxes at once (``dpcube export`` in one pass):
 the same figures as answering every row as its own query."""
 
 from __future__ import annotations

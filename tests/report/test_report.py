@@ -1,4 +1,4 @@
-"""``dpcube report``: one self-contained HTML file per release (issue #14 part 1).
+"""``dpcube report``: one self-contained HTML file per release.
 
 Each kind of release gets its pictures (counted by their stable ids), nothing is fetched from the
 network, no exact figure of the input appears, and no file dpcube did not write is overwritten.

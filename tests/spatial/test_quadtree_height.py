@@ -1,4 +1,4 @@
-"""Issue #16: the quadtree's default height rule against every fixed height."""
+"""The quadtree's default height rule against every fixed height."""
 
 from __future__ import annotations
 

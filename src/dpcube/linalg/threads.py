@@ -5,7 +5,7 @@ The optimisers (OPT_0 / OPT_⊗ / OPT_M in :mod:`dpcube.mechanisms.matrix.optimi
 a few thousand rows. A multi-threaded BLAS gains little on products that size, and OpenBLAS's
 threads busy-wait between calls: on a 2-core machine with one core taken by another job,
 ``dpcube plan --workload allrange:1024 --epsilon 1`` took 120 s of wall time (166 CPU s) with the
-default two BLAS threads against 28 s with one (``opt`` alone 44 s against 16 s; issue #12). The
+default two BLAS threads against 28 s with one (``opt`` alone 44 s against 16 s). The
 limit applies only while the decorated function runs (``threadpoolctl``), so the dense solves
 elsewhere keep every thread.
 """

@@ -1,4 +1,4 @@
-"""Labelled tables out of a release (issue #13 part 1): one row per released cell, leaf, cuboid
+"""Labelled tables out of a release: one row per released cell, leaf, cuboid
 cell or region x size, with the attribute values as the user wrote them and the error.
 
 Columns, per attribute of the row's cell:

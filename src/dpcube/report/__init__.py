@@ -1,4 +1,4 @@
-"""``dpcube report REL``: one self-contained HTML file per release (issue #14 part 1).
+"""``dpcube report REL``: one self-contained HTML file per release.
 
 :func:`build_report` turns a loaded release into HTML (the guarantee, then the pictures its kind
 calls for, each with its uncertainty); :func:`write_report` writes it atomically, by default to

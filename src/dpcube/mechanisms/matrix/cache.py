@@ -1,4 +1,4 @@
-"""Built strategies reused across epsilons and calls (issue #12): a strategy is a function of the
+"""Built strategies reused across epsilons and calls: a strategy is a function of the
 workload and the grid only.
 
 Under pure ε-DP the matrix mechanism's strategy does not depend on ε (HDMM §3: the Laplace noise
@@ -40,7 +40,7 @@ MEMORY_ENTRIES = 16
 #: Environment variable: ``memory`` (default), ``disk`` (also ``$DPCUBE_HOME/strategies``), ``off``.
 CACHE_ENV = "DPCUBE_STRATEGY_CACHE"
 #: Bumped when a strategy's construction changes, so older disk entries are not reused (2: the
-#: default ``opt`` refines 2-axis products on the whole grid, issue #12).
+#: default ``opt`` refines 2-axis products on the whole grid).
 VERSION = 2
 
 _memory: OrderedDict[str, Strategy] = OrderedDict()

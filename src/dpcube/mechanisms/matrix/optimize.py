@@ -1,4 +1,4 @@
-"""Optimised strategies (issue #12): HDMM's parameterised strategy search and the Gaussian optimum.
+"""Optimised strategies: HDMM's parameterised strategy search and the Gaussian optimum.
 
 **Pure ε-DP (Laplace, L1).** Following McKenna et al., "Optimizing error of high-dimensional
 statistical queries under differential privacy" (VLDB 2018, "HDMM"):

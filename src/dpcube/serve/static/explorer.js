@@ -1,4 +1,4 @@
-/* dpcube explorer (issue #14 part 3): plain JavaScript, no build step, no network but the
+/* dpcube explorer: plain JavaScript, no build step, no network but the
  * service it is served from.
  *
  * It reads GET /api/releases and GET /api/releases/{name}, builds one widget per attribute
