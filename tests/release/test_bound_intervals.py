@@ -14,16 +14,11 @@ from dpcube import Histogram, Identity, Schema, answer_uncertainty
 from dpcube import load_release as dpcube_load
 from dpcube.errors import ReleaseError
 from dpcube.mechanisms.spatial._common import spatial_case_schema
-from dpcube.mechanisms.spatial.baselines import (
-    AdaptiveGrid,
-    KDTree,
-    QuadTree,
-    Uniform,
-    UniformGrid,
-)
+from dpcube.mechanisms.spatial.grids import AdaptiveGrid, Uniform, UniformGrid
 from dpcube.mechanisms.spatial.htf import HTF
 from dpcube.mechanisms.spatial.privtree import PrivTree
 from dpcube.mechanisms.spatial.release import LeafRelease
+from dpcube.mechanisms.spatial.trees import KDTree, QuadTree
 from dpcube.privacy.samplers import discrete_laplace_variance
 from dpcube.release.bounds import discrete_laplace_sum_point, discrete_laplace_sum_tail
 from dpcube.release.uncertainty import UNTRUSTED_NOTE, format_answer

@@ -70,6 +70,18 @@ def geometric_shares(h: int, epsilon: float) -> NDArray[np.float64]:
     return np.asarray(shares)
 
 
+def total_claim() -> SensitivityClaim:
+    """The total count: one row, L1 sensitivity 1 under add/remove-one."""
+    return SensitivityClaim(
+        "total", lambda x: np.array([np.asarray(x).sum()], dtype=np.float64), "l1", 1.0
+    )
+
+
+def cells_claim(name: str = "partition counts (any tiling)") -> SensitivityClaim:
+    """The counts of the cells of any partition: L1 sensitivity 1 under add/remove-one."""
+    return SensitivityClaim(name, lambda x: np.asarray(x, dtype=np.float64).ravel(), "l1", 1.0)
+
+
 #: Largest ``user_bound``: group privacy divides every budget by it, and beyond a million points
 #: per user the noise drowns any count.
 MAX_USER_BOUND = 1_000_000
