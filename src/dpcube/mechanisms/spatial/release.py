@@ -931,8 +931,10 @@ class LeafRelease(Release):
         alpha/2``. By Bonferroni (the confidence split: ``alpha/2`` for the covered leaves'
         noise, ``alpha/2`` for the touched leaves' count, ``alpha = 1 - level``) both hold
         together with probability at least ``level``, and then the truth is in ``[sum_C c_L -
-        t_C, sum_T c_L + t_T]``. Clipping the lower end at 0 (a count is never negative) and
-        taking the hull with the released answer only widens it. A query that cuts no leaf gets
+        t_C, sum_T c_L + t_T]``. Clipping the lower end at 0 (a count is never negative),
+        raising the upper end to at least the lower one (all the touched leaves' noise negative
+        can put it below 0; an empty interval would only say the ``alpha`` event happened) and
+        taking the hull with the released answer only widen it. A query that cuts no leaf gets
         ``C = T``: an interval of the noise alone.
 
         A post-processed release (the consistent quadtree and kd-tree, AG) answers from its
@@ -968,7 +970,7 @@ class LeafRelease(Release):
         upper = touched_sum + discrete_laplace_sum_point(touched_m, groups, tail)
         answers = self.answer_boxes(boxes)
         lower = np.maximum(np.minimum(lower, answers), 0.0)
-        upper = np.maximum(upper, answers)
+        upper = np.maximum(np.maximum(upper, answers), lower)  # never empty: [0, -1] -> [0, 0]
         reasons = [
             (
                 f"bound valid on any data: the query cuts {k} leaves; from the {_pct(level)} "
