@@ -85,7 +85,10 @@ def test_clarabel_objective_is_accurate_at_census_sized_counts(cumulative: bool)
 
 
 def test_unknown_qp_solver_is_refused() -> None:
-    with pytest.raises(Exception, match="qp_solver='gurobi' is outside its domain: expected one of 'clarabel', 'highs'"):
+    with pytest.raises(
+        Exception,
+        match="qp_solver='gurobi' is outside its domain: expected one of 'clarabel', 'highs'",
+    ):
         CensusHierarchy(1.0, method="qp", qp_solver="gurobi")
 
 

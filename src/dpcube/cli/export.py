@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import io
 import json
 import math
 import sys
@@ -21,7 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from dpcube.errors import UsageError
+from dpcube.query_text import parse_where, split_names
 
+#: The encodings of ``--format`` (:data:`dpcube.release.formats.FORMATS`, not imported here so
+#: that building the parser loads no release code).
 FORMATS = ("csv", "parquet")
 
 
@@ -32,40 +34,6 @@ def check_level(level: float) -> float:
             f"--level must be a confidence level between 0 and 1 (e.g. 0.95), got {level}"
         )
     return level
-
-
-def split_names(text: str, option: str) -> list[str]:
-    """``"sex,income"`` as names; an empty name is an error naming ``option``.
-
-    >>> split_names("sex, income", "--group-by")
-    ['sex', 'income']
-    """
-    names = [n.strip() for n in text.split(",")]
-    if not text.strip() or any(not n for n in names):
-        raise UsageError(f"{option} expects attribute names separated by commas, got {text!r}")
-    return names
-
-
-def _plain(value: Any) -> Any:
-    """A JSON value: NaN and infinities become null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def table_json(rows: Any) -> dict[str, Any]:
-    """Labelled rows (:class:`dpcube.release.tables.LabelledRows`) as ``{"level",
-    "error_kind", "error_reason", "cuboid", "rows": [...]}``."""
-    info = rows.info
-    names = list(rows.columns)
-    listed = [{n: _plain(rows.columns[n][i]) for n in names} for i in range(rows.num_rows)]
-    return {
-        "level": info.get("level"),
-        "error_kind": info.get("error_kind"),
-        "error_reason": info.get("error_reason"),
-        "cuboid": info.get("cuboid"),
-        "rows": listed,
-    }
 
 
 def format_table(rows: Any) -> str:
@@ -127,23 +95,6 @@ def written_by_dpcube(path: Path) -> bool:
     return written_sha256(path) is not None
 
 
-def encode(table: Any, fmt: str) -> bytes:
-    """The table as CSV or Parquet bytes."""
-    import pyarrow as pa
-
-    if fmt == "parquet":
-        import pyarrow.parquet as pq
-
-        sink = pa.BufferOutputStream()
-        pq.write_table(table, sink)
-        return bytes(sink.getvalue().to_pybytes())
-    import pyarrow.csv as pacsv
-
-    buffer = io.BytesIO()
-    pacsv.write_csv(table, buffer)
-    return buffer.getvalue()
-
-
 def check_target(path: Path, fmt: str, overwrite: bool) -> None:
     """Refuse a target dpcube may not write (before anything is computed)."""
     if path.is_dir():
@@ -173,8 +124,8 @@ def cuboid_file_name(cuboid: list[str], fmt: str) -> str:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from dpcube.cli.main import parse_where
     from dpcube.release.base import load_release, publication_warning, write_atomic
+    from dpcube.release.formats import encode
     from dpcube.release.marks import forget_written, remember_written, written_sha256
     from dpcube.release.tables import labelled_table, table_info
 
@@ -190,10 +141,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     cuboids: list[list[str] | None]
     if args.cuboid is not None:
         cuboids = [split_names(args.cuboid, "--cuboid")]
-    elif release.kind == "cuboids" and len(release.published) > 1:  # type: ignore[attr-defined]
-        cuboids = [list(c) for c in release.published]  # type: ignore[attr-defined]
     else:
-        cuboids = [None]
+        cuboids = release.export_tables()
     several = len(cuboids) > 1
     targets: list[Path | None]
     if not args.out:

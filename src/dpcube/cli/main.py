@@ -17,6 +17,7 @@ from dpcube import progress, registry
 from dpcube.cli import mechanism_flags
 from dpcube.cli.params import bootstrap_runs, coerce_params, query_runs, refuse_unknown_params
 from dpcube.errors import DPCubeError, QueryError, UsageError, library_error_line
+from dpcube.query_text import parse_where
 
 if TYPE_CHECKING:
     from dpcube.privacy.ledger import Charge, RequestedTotal
@@ -42,111 +43,6 @@ def parse_params(pairs: list[str]) -> dict[str, Any]:
             raise QueryError(f"--param expects key=value, got {pair!r}")
         out[key.strip().replace("-", "_")] = _parse_value(value.strip())
     return out
-
-
-def _number(text: str) -> int | float | None:
-    """``text`` as an int or a float, or None when it is not a number."""
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        return float(text)
-    except ValueError:
-        return None
-
-
-def _range(text: str, *, bins: bool = False) -> Any:
-    """``lo..hi`` as ``[lo, hi]`` (numbers where both are numbers, else labels); ``v`` alone."""
-    if ".." not in text:
-        if bins:
-            n = _number(text)
-            if not isinstance(n, int):
-                raise QueryError(f"bin number {text!r} must be an integer ('#3' or '#3..5')")
-            return [n, n]
-        return text
-    lo, hi = (part.strip() for part in text.split("..", 1))
-    a, b = _number(lo), _number(hi)
-    if bins and not (isinstance(a, int) and isinstance(b, int)):
-        raise QueryError(f"bins {text!r} must be two integers '#lo..hi'")
-    if a is None or b is None:
-        return [lo, hi]  # category labels: first..last
-    return [a, b]
-
-
-def _constraint(text: str) -> Any:
-    """One ``--where`` value: ``lo..hi`` (values, inclusive), ``lat0..lat1:lon0..lon1`` (a box),
-    ``#i..j`` or ``#r0..r1:c0..c1`` (bins by number), or a category / node / value as text."""
-    text = text.strip()
-    bins = text.startswith("#")
-    if bins:
-        text = text[1:].strip()
-    if ":" in text and ".." in text:
-        lat, lon = text.split(":", 1)
-        value: Any = [_range(lat.strip(), bins=bins), _range(lon.strip(), bins=bins)]
-    else:
-        value = _range(text, bins=bins)
-    return {"bins": value} if bins else value
-
-
-def _json_keys(text: str) -> list[str]:
-    """The top-level keys of a JSON object in the order written, repeats included."""
-    keys: list[str] = []
-
-    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        keys[:] = [k for k, _ in pairs]
-        return dict(pairs)
-
-    json.loads(text, object_pairs_hook=hook)
-    return keys
-
-
-def _no_repeats(names: list[str]) -> None:
-    seen: set[str] = set()
-    for name in names:
-        if name in seen:
-            raise QueryError(
-                f"--where names attribute {name!r} twice; give one constraint per attribute "
-                "(an interval lo..hi covers a range)"
-            )
-        seen.add(name)
-
-
-def parse_where(text: str) -> dict[str, Any]:
-    """A query from JSON or from ``attr=lo..hi, attr=Category, loc=lat0..lat1:lon0..lon1``;
-    ``attr=#i..j`` names bins by number. Values are inclusive, in the attribute's unit.
-
-    >>> parse_where("age=18..64, sex=F, income=#3..5")
-    {'age': [18, 64], 'sex': 'F', 'income': {'bins': [3, 5]}}
-    >>> parse_where("loc=33.9..34.1:-118.3..-118.1, size=1")
-    {'loc': [[33.9, 34.1], [-118.3, -118.1]], 'size': '1'}
-    >>> parse_where('{"age": [0, 17]}')
-    {'age': [0, 17]}
-    """
-    text = text.strip()
-    if not text:
-        return {}
-    if text.startswith("{"):
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise QueryError(f"--where is not valid JSON: {exc}") from None
-        except RecursionError:
-            raise QueryError(
-                "--where nests arrays and objects too deeply to read; no query needs more than 6"
-            ) from None
-        if not isinstance(value, dict):
-            raise QueryError("--where JSON must be an object {attribute: constraint}")
-        _no_repeats(list(_json_keys(text)))
-        return value
-    query: dict[str, Any] = {}
-    for part in text.split(","):
-        name, sep, value = part.partition("=")
-        if not sep:
-            raise QueryError(f"--where part {part.strip()!r} must look like attribute=value")
-        _no_repeats([*query, name.strip()])
-        query[name.strip()] = _constraint(value)
-    return query
 
 
 # -- release ----------------------------------------------------------------------------------
@@ -489,8 +385,10 @@ def _overlapping_query(release: Any, query: dict[str, Any]) -> dict[str, Any]:
 def cmd_query(args: argparse.Namespace) -> int:
     """One answer with its interval (or a table with ``--group-by``), never a bare number where
     the release has an error estimate."""
-    from dpcube.cli.export import check_level, format_table, split_names, table_json
+    from dpcube.cli.export import check_level, format_table
+    from dpcube.query_text import split_names
     from dpcube.release.base import load_release, publication_warning
+    from dpcube.release.formats import answer_json, table_json
 
     level = check_level(args.level)
     release = load_release(args.release)
@@ -528,19 +426,7 @@ def cmd_query(args: argparse.Namespace) -> int:
         )
         answer = float(u.answers[0])
         if args.json:
-            result = {
-                "answer": answer,
-                "lower": _json_number(u.lower[0]),
-                "upper": _json_number(u.upper[0]),
-                "level": level,
-                "stddev": _json_number(u.stddev[0]),
-                "noise_sd": _json_number(u.noise_sd[0]),
-                "error_kind": u.kind,
-                "error_reason": u.reason,
-                "trusted": u.trusted(0),
-                "interval_kind": str(u.interval_kind[0]),
-                "interval_reason": u.why(0),
-            }
+            result = answer_json(u, 0, level=level)
             if covered:
                 result["covered"] = covered
             print(json.dumps(result))
@@ -565,11 +451,6 @@ def cmd_query(args: argparse.Namespace) -> int:
     if warning:  # after the answer, so that a refused query stays one error line
         print(warning, file=sys.stderr)
     return 0
-
-
-def _json_number(x: Any) -> float | None:
-    value = float(x)
-    return value if value == value and abs(value) != float("inf") else None
 
 
 # -- budget -----------------------------------------------------------------------------------
@@ -841,7 +722,6 @@ def _add_demo(sub: Any) -> None:
         "--seed", type=int, default=2024, help="seed of the synthetic data (not of the noise)"
     )
     p.set_defaults(func=cmd_demo)
-
 
 
 #: The sub-commands built here; the others are registered in :data:`dpcube.registry.COMMANDS`.

@@ -41,6 +41,7 @@ import datetime as _dt
 import hashlib
 import hmac
 import json
+import math
 import os
 import re
 from abc import ABC, abstractmethod
@@ -54,7 +55,7 @@ import pyarrow as pa
 from numpy.typing import NDArray
 
 from dpcube import registry
-from dpcube.errors import DPCubeError, ReleaseError
+from dpcube.errors import DPCubeError, QueryError, ReleaseError
 from dpcube.release.marks import (
     file_key,
     file_sha256,
@@ -65,7 +66,8 @@ from dpcube.release.marks import (
     read_regular_file,
     written_sha256,
 )
-from dpcube.schema import Box, BoxedQuery, Schema
+from dpcube.release.views import ReportPart
+from dpcube.schema import Box, BoxedQueries, BoxedQuery, Schema
 
 MANIFEST = "manifest.json"
 REPORT = "report.md"
@@ -521,6 +523,128 @@ class Release(ABC):
     def stddev(self, query: Mapping[str, Any]) -> float:
         return float(np.sqrt(self.variance(query)))
 
+    # -- what the uncertainty of the answers rests on (dpcube.release.uncertainty) -------------
+    # Each hook has a default that says "this kind has none"; a kind overrides the ones it has.
+    # :func:`dpcube.release.uncertainty.answer_uncertainty` calls them directly.
+
+    #: What a bound interval of this kind rests on, for the reason line a user reads; None (the
+    #: default): the kind has no interval valid on any data (:meth:`bound_interval_many`).
+    #: Spatial leaf releases and census releases set it.
+    bound_reason: ClassVar[str | None] = None
+    #: Why this kind's answers need a bootstrap (the reason line of a ``model`` interval).
+    #: Kinds with a bootstrap whose estimate is not linear in the noise say why.
+    bootstrap_reason: ClassVar[str] = "the estimate is not linear in the noise"
+
+    @property
+    def linear_unbiased(self) -> bool:
+        """Whether the answers are linear in the noise and unbiased, so that
+        :meth:`variance_many` is the exact error variance (``exact`` intervals). False by
+        default; cell releases with a variance model and data cubes without clamping, rounding
+        or L1/L-infinity consistency say True."""
+        return False
+
+    @property
+    def bound_unavailable(self) -> str | None:
+        """Why :meth:`bound_interval_many` cannot be used on this release, None where it can.
+        Only read where :attr:`bound_reason` is set; a kind with bounds overrides it with what
+        its proof needs (e.g. each leaf count its own discrete Laplace draw)."""
+        return f"a {self.kind!r} release has no interval valid on any data"
+
+    def bound_interval_many(
+        self, queries: Sequence[Mapping[str, Any]], level: float
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64], list[str]]:
+        """``(lower, upper, reasons)``: for each query an interval at ``level`` that covers the
+        true answer whatever the data (``bound`` intervals), with its one-line reason. The
+        default refuses: a kind that sets :attr:`bound_reason` overrides it."""
+        raise ReleaseError(f"no bound interval for this release: {self.bound_unavailable}")
+
+    @property
+    def bootstrap_unavailable(self) -> str | None:
+        """Why this release has no parametric bootstrap (:meth:`bootstrap_world`), None where
+        it has one. The default: none (the reason then reads in the ``none`` interval's line).
+        Kinds with a bootstrap return None, or why this release cannot have one."""
+        return "it has no exact variance and no bootstrap"
+
+    def bootstrap_world(self) -> Any:
+        """The parametric bootstrap's world (:class:`dpcube.release.uncertainty.BootstrapWorld`:
+        the truth, a release built from this one, and a way to re-run the mechanism on it).
+        Kinds whose :attr:`bootstrap_unavailable` can be None override it; the default
+        refuses."""
+        raise ReleaseError(
+            f"a {self.kind!r} release of {self.metadata.mechanism!r} has no bootstrap "
+            f"({self.bootstrap_unavailable})"
+        )
+
+    @property
+    def bootstrap_world_version(self) -> str | None:
+        """The version of this kind's bootstrap world, recorded with stored replicates so that
+        replicates drawn in another world are recomputed rather than mixed with this one's
+        truth; None (the default): the kind's world has one version. Spatial leaf releases,
+        whose world changed, say which."""
+        return None
+
+    def uniformity_widening(
+        self, queries: Sequence[Mapping[str, Any]], kappa: float
+    ) -> tuple[NDArray[np.float64] | None, NDArray[np.float64] | None, str | None]:
+        """``(extra, modelled, note)``: a variance added in quadrature to each bootstrap interval
+        for an error the bootstrap cannot see (None: not widened), the modelled variance of that
+        error (None: none), and what the reason line says of it. The default: no widening;
+        spatial leaf releases override it for the uniformity assumption inside their leaves."""
+        return None, None, None
+
+    def assumed_many(self, queries: Sequence[Mapping[str, Any]]) -> NDArray[np.float64] | None:
+        """The part of each answer resting on an assumption the bootstrap cannot see, or None
+        where it does not apply (the default). Spatial leaf releases give the part spread into
+        the query by the uniformity assumption."""
+        return None
+
+    def parsed(self, queries: Sequence[Mapping[str, Any]]) -> Sequence[Mapping[str, Any]]:
+        """``queries`` resolved once into what this kind answers from, as a sequence of the same
+        queries that every release of this kind (its bootstrap replicates too) answers without
+        parsing them again. The default: their boxes in the schema
+        (:class:`~dpcube.schema.BoxedQueries`); a kind without a schema returns them as given
+        unless it overrides this (census releases: region and size range)."""
+        if self.schema is None or isinstance(queries, BoxedQueries):
+            return queries
+        boxes = self.boxes(queries)
+        listed = list(queries)
+        return BoxedQueries(boxes, {}, lambda k: listed[k])
+
+    def replicate_answers(
+        self,
+        replicates: Sequence[Release],
+        queries: Sequence[Mapping[str, Any]],
+        keep_bytes: int = 0,
+    ) -> NDArray[np.float64]:
+        """The (runs, q) answers of ``replicates`` (re-runs of this release's mechanism, releases
+        of this kind) to ``queries`` (:meth:`parsed`). The replicates keep what speeds up the
+        next call (summed-area tables) only while it all fits in ``keep_bytes``: a service
+        answering many calls from one release then sums boxes instead of rebuilding a table per
+        replicate and call. The default answers replicate by replicate; a kind that can answer
+        every replicate in one vectorised pass overrides it (spatial leaf releases, census
+        releases)."""
+        out = np.empty((len(replicates), len(queries)))
+        budget = keep_bytes // max(len(replicates), 1)
+        for b, rep in enumerate(replicates):
+            out[b] = np.asarray(rep.answer_many(queries), dtype=np.float64)
+            rep.trim_cache(budget)
+        return out
+
+    def packed_replicate_answers(
+        self, packed: Mapping[str, pa.Table], runs: int, queries: Sequence[Mapping[str, Any]]
+    ) -> NDArray[np.float64] | None:
+        """The (runs, q) answers of bootstrap replicates stored with the release, from their
+        packed tables (:mod:`dpcube.release.replicates`: each table of every replicate one after
+        another, numbered by ``_replicate``) without restoring them one by one; None (the
+        default) where the kind has no such pass: the replicates are then restored and answered
+        by :meth:`replicate_answers`."""
+        return None
+
+    def trim_cache(self, max_bytes: int) -> None:
+        """Drop what this release keeps between calls to answer faster (a summed-area table) if
+        it takes more than ``max_bytes``; the default keeps nothing."""
+        return None
+
     # -- uncertainty and labelled tables (dpcube.release.uncertainty, dpcube.release.tables) ---
     def uncertainty(
         self,
@@ -579,6 +703,49 @@ class Release(ABC):
         if self.schema is None:
             raise ReleaseError(f"a {self.kind!r} release has no schema to list its cells by")
         return grid_cells(self.schema, attributes, where)
+
+    def table_cuboid(self, cuboid: Sequence[str] | None) -> list[str] | None:
+        """The attributes of the labelled table asked for as ``cuboid``, checked (None: the
+        release's own rows). A release has one table: naming a cuboid is refused; a data-cube
+        release overrides it."""
+        if cuboid is not None:
+            raise QueryError(
+                f"cuboid= applies to data-cube releases; this is a {self.kind!r} release"
+            )
+        return None
+
+    def export_tables(self) -> list[list[str] | None]:
+        """The tables ``dpcube export`` writes when no cuboid is named, each as
+        :meth:`table_cuboid` takes it: ``[None]``, the release's one table."""
+        return [None]
+
+    def table_size(self, cuboid: Sequence[str] | None, where: Mapping[str, Any]) -> int:
+        """How many rows the labelled table of ``cuboid`` inside ``where`` has at most, worked
+        out before it is built (a service refuses a table too large to send): the product of
+        the bins ``where`` leaves to the table's attributes (all of the schema's when None)."""
+        schema = self.schema
+        if schema is None:
+            return 0
+        box = schema.box(where)
+        rows = 1
+        for name in schema.names if cuboid is None else cuboid:
+            if name in schema.names:
+                rows *= math.prod(hi - lo + 1 for lo, hi in box[schema.axis_slice(name)])
+        return rows
+
+    def explorer_view(self) -> dict[str, Any]:
+        """What a query page needs to know of this release beyond its schema, as JSON values
+        (``GET /api/releases/{name}`` adds it to the description): ``{}`` here; a data cube
+        lists its ``cuboids``, a census release its region ``hierarchy`` (the page then asks
+        for a region and a size rather than attributes), a spatial one its ``bounds``."""
+        return {}
+
+    def report_parts(self, max_rows: int) -> tuple[ReportPart, ...]:
+        """What the HTML report shows of this release, in order (:mod:`dpcube.release.views`):
+        families of figures it draws from the schema and the answers, and sections this kind
+        describes itself, whose tables list at most ``max_rows`` rows. None: the report points
+        to the labelled table instead."""
+        return ()
 
     def to_arrow(
         self,
@@ -696,7 +863,7 @@ class Release(ABC):
             _remove_leftovers(out, survey.leftovers, keep=earlier)
         token = os.urandom(16).hex()
         tables = self.tables()
-        stored = getattr(self, "stored_replicates", None)
+        stored = self.stored_replicates
         if stored is not None:  # post-processing of this release: see dpcube.release.replicates
             tables = {**tables, **stored.packed}
         files = {name: f"{name}-{token}.parquet" for name in tables}

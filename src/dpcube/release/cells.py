@@ -13,6 +13,7 @@ from dpcube.errors import ReleaseError
 from dpcube.linalg.summed_area import box_sums, prefix_sums
 from dpcube.release.base import Release, ReleaseMetadata, column_numpy
 from dpcube.release.variance import VarianceModel, load_variance_model
+from dpcube.release.views import ReportPart
 from dpcube.schema import Schema
 
 if TYPE_CHECKING:
@@ -63,6 +64,16 @@ class CellRelease(Release):
         noise variance is the answer's error (every cell mechanism with a variance model)."""
         return self.variance_model is not None
 
+    @property
+    def bootstrap_unavailable(self) -> str | None:
+        """None: every cell release has a bootstrap (:meth:`bootstrap_world`)."""
+        return None
+
+    def trim_cache(self, max_bytes: int) -> None:
+        """Drop the summed-area table if it takes more than ``max_bytes``."""
+        if self._prefix is not None and self._prefix.nbytes > max_bytes:
+            self._prefix = None
+
     def bootstrap_world(self) -> BootstrapWorld:
         """The parametric bootstrap's world (:mod:`dpcube.release.uncertainty`): the released cells,
         made non-negative whole counts, as the truth; the mechanism re-run on them."""
@@ -86,6 +97,9 @@ class CellRelease(Release):
         if self.variance_model is None:
             return np.full(len(queries), np.nan)
         return self.variance_model.variance_many(self.boxes(queries))
+
+    def report_parts(self, max_rows: int) -> tuple[ReportPart, ...]:
+        return ("marginals",)
 
     def tables(self) -> dict[str, pa.Table]:
         assert self.schema is not None

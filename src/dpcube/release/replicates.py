@@ -76,7 +76,7 @@ class StoredReplicates:
                 for b, t in enumerate(tables)
             ]
             packed[PREFIX + name] = pa.concat_tables(numbered, promote_options="default")
-        world = getattr(release, "bootstrap_world_version", None)
+        world = release.bootstrap_world_version
         return cls(len(replicates), seed, states, sorted(shared), packed, list(replicates), world)
 
     def manifest_entry(self) -> dict[str, Any]:
@@ -89,7 +89,7 @@ class StoredReplicates:
         """Whether these replicates were drawn in the bootstrap world ``release`` builds today
         (a spatial release saved before its world was clustered was not: its replicates are
         then recomputed, not mixed with the new world's truth)."""
-        return self.world == getattr(release, "bootstrap_world_version", None)
+        return self.world == release.bootstrap_world_version
 
     @classmethod
     def from_saved(
@@ -112,19 +112,18 @@ class StoredReplicates:
         )
 
     def answers(
-        self, release: Release, queries: Sequence[Mapping[str, Any]]
+        self, release: Release, queries: Sequence[Mapping[str, Any]], keep_bytes: int = 0
     ) -> NDArray[np.float64]:
         """The (runs, q) answers of the replicates to ``queries``: in one vectorised pass over the
-        packed tables where ``release`` has ``replicate_answers(packed, runs, queries)``, else
-        replicate by replicate (``replicate_answers`` may return None when that is cheaper)."""
-        fast = getattr(release, "replicate_answers", None)
-        if fast is not None and not self.shared:
+        packed tables where the kind has one (:meth:`Release.packed_replicate_answers`), else
+        from the restored replicates (:meth:`Release.replicate_answers`, which keeps their
+        summed-area tables while they fit in ``keep_bytes``)."""
+        if not self.shared:
             unpacked = {name[len(PREFIX) :]: t for name, t in self.packed.items()}
-            out = fast(unpacked, self.runs, queries)
+            out = release.packed_replicate_answers(unpacked, self.runs, queries)
             if out is not None:
                 return np.asarray(out, dtype=np.float64)
-        reps = self.releases(release)
-        return np.stack([np.asarray(r.answer_many(queries), dtype=np.float64) for r in reps])
+        return release.replicate_answers(self.releases(release), queries, keep_bytes)
 
     def releases(self, release: Release) -> list[Release]:
         """The replicates as releases of ``release``'s kind (restored once, then kept)."""

@@ -145,7 +145,7 @@ def grid_cells(
     return labels, BoxedQueries(boxes, where, row)
 
 
-def _cuboid_names(release: Any, cuboid: Sequence[str] | str | None) -> list[str] | None:
+def _cuboid_names(cuboid: Sequence[str] | str | None) -> list[str] | None:
     if cuboid is None:
         return None
     return [cuboid] if isinstance(cuboid, str) else list(cuboid)
@@ -167,29 +167,7 @@ def labelled_table(
     when more than one cuboid was published); refused for other releases, whose rows are their
     own cells. ``where`` restricts the rows (and constrains the other attributes).
     """
-    names = _cuboid_names(release, cuboid)
-    if release.kind == "cuboids":
-        published = release.published
-        if names is None:
-            if len(published) != 1:
-                listed = "; ".join(",".join(c) or "()" for c in published)
-                raise QueryError(
-                    f"a data-cube release has one table per published cuboid; name one with "
-                    f"cuboid=(...) / --cuboid a,b (published: {listed})"
-                )
-            names = list(published[0])
-        unknown = [n for n in names if n not in release.schema.names]
-        if unknown:
-            raise QueryError(
-                f"cuboid names {unknown[0]!r}, which is not an attribute of this release; the "
-                f"schema has {', '.join(release.schema.names)}"
-            )
-        if tuple(sorted(names, key=release.schema.names.index)) not in release.published:
-            release.derive_cuboid(names)  # no published superset: the error says what to do
-    elif names is not None:
-        raise QueryError(
-            f"cuboid= applies to data-cube releases; this is a {release.kind!r} release"
-        )
+    names = release.table_cuboid(_cuboid_names(cuboid))
     labels, queries = release.table_cells(names, where)
     return table_from_cells(
         release,
@@ -263,7 +241,7 @@ def rows_from_cells(
         "level": float(level),
         "error_kind": u.kind,
         "error_reason": u.reason,
-        "cuboid": list(cuboid) if cuboid is not None and release.kind == "cuboids" else None,
+        "cuboid": list(cuboid) if cuboid is not None else None,
     }
     return LabelledRows(columns, info)
 

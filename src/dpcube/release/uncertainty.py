@@ -3,12 +3,15 @@
 **Trusted means valid by construction.** Each answer carries ``interval_kind`` (``exact``,
 ``bound``, ``model``, ``none``), a one-line reason, and ``untrusted``: only ``exact`` intervals
 (below) and ``bound`` intervals are trusted. A bound holds whatever the data: a release kind
-that has one provides ``bound_interval_many(queries, level) -> (lower, upper, reasons)`` and
-``bound_unavailable`` (spatial partitions whose leaf counts are each their own noise draw,
+that has one sets :attr:`Release.bound_reason` and overrides
+``bound_interval_many(queries, level) -> (lower, upper, reasons)`` and ``bound_unavailable``;
+every hook this module calls is declared on :class:`~dpcube.release.base.Release`, with a
+default meaning "this kind has none". Bounds come from spatial partitions whose leaf counts
+are each their own noise draw,
 :meth:`~dpcube.mechanisms.spatial.release.LeafRelease.bound_interval_many`; census releases from
 their noisy measurements before post-processing,
 :meth:`~dpcube.mechanisms.census.release.CensusRelease.bound_interval_many`; both from the exact
-quantiles of discrete Laplace sums, :mod:`dpcube.release.bounds`). The parametric bootstrap below
+quantiles of discrete Laplace sums, :mod:`dpcube.release.bounds`. The parametric bootstrap below
 is a ``model`` interval, never trusted: the default only where a release has neither an exact
 variance nor a bound and is not a partition or census release (whose answers without a bound get
 ``none`` with the reason); elsewhere ``intervals="model"`` asks for it.
@@ -81,11 +84,13 @@ from numpy.typing import NDArray
 from dpcube.errors import ReleaseError
 from dpcube.release.base import Release, ReleaseMetadata
 
+#: Largest total size of the replicates' summed-area tables kept between calls (bytes): 256 x
+#: 256 cells x 200 replicates (105 MB) are kept; 1024 x 1024 (1.7 GB) are dropped and rebuilt on
+#: the next call (:meth:`Release.replicate_answers`).
+KEEP_REPLICATE_PREFIX_BYTES = 256 << 20
 #: Replicates of the bootstrap when ``runs`` is not given (the 2.5 % and 97.5 % quantiles of 200
 #: errors rest on 5 errors each side; see experiments/docs/coverage.md).
 DEFAULT_RUNS = 200
-#: Largest total size of the replicates' summed-area tables kept between calls (bytes).
-KEEP_REPLICATE_PREFIX_BYTES = 256 << 20
 #: Replicates ``dpcube release`` stores with a bootstrap release unless ``--bootstrap-runs`` says
 #: otherwise: half the query default, so that a release of a tree costs a modest multiple of the
 #: mechanism (the 2.5 % and 97.5 % quantiles of 100 errors rest on 2.5 errors each side).
@@ -304,26 +309,21 @@ def uncertainty_kind(release: Release) -> tuple[Kind, str]:
     """Which estimate a release's answers get, and the one-line reason a user reads."""
     if not release.metadata.for_publication and release.metadata.noiseless:
         return "none", "noise switched off: these answers are exact for tests only"
-    if bool(getattr(release, "linear_unbiased", False)):
+    if release.linear_unbiased:
         return "exact", "linear noise, unbiased estimate: exact noise sd"
-    if callable(getattr(release, "bound_interval_many", None)):
-        no_bound = getattr(release, "bound_unavailable", None)
+    if release.bound_reason is not None:
+        no_bound = release.bound_unavailable
         if not no_bound:
-            why = getattr(release, "bound_reason", "from figures whose noise is exactly known")
-            return "bound", f"bound valid on any data: {why}"
+            return "bound", f"bound valid on any data: {release.bound_reason}"
         return "none", (
             f"no trusted interval: {no_bound}; intervals='model' (--intervals model) gives a "
             "model-based one, not trusted"
         )
-    unavailable = getattr(release, "bootstrap_unavailable", None)
-    if callable(getattr(release, "bootstrap_world", None)) and not unavailable:
-        why = getattr(release, "bootstrap_reason", "the estimate is not linear in the noise")
-        return "bootstrap", f"{why}: parametric bootstrap from the release (no budget spent)"
-    why = (
-        unavailable
-        or getattr(release, "no_estimate_reason", None)
-        or "it has no exact variance and no bootstrap"
-    )
+    why = release.bootstrap_unavailable
+    if not why:
+        return "bootstrap", (
+            f"{release.bootstrap_reason}: parametric bootstrap from the release (no budget spent)"
+        )
     return "none", (
         f"no error estimate: a {release.kind!r} release of {release.metadata.mechanism!r} ({why})"
     )
@@ -377,12 +377,11 @@ def answer_uncertainty(
         raise ReleaseError(f"method must be 'exact' or 'bootstrap', got {method!r}")
     if intervals not in INTERVALS:
         raise ReleaseError(f"intervals must be 'trusted' or 'model', got {intervals!r}")
+    queries = release.parsed(queries)  # once, for the release and all its replicates
     answers = np.asarray(release.answer_many(queries), dtype=np.float64)
     noise_sd = np.sqrt(np.asarray(release.variance_many(queries), dtype=np.float64))
     kind, reason = uncertainty_kind(release)
-    has_bootstrap = callable(getattr(release, "bootstrap_world", None)) and not getattr(
-        release, "bootstrap_unavailable", None
-    )
+    has_bootstrap = not release.bootstrap_unavailable
     if intervals == "model" and kind != "exact":
         if not has_bootstrap:
             raise ReleaseError(
@@ -390,18 +389,14 @@ def answer_uncertainty(
                 "model-based interval"
             )
         method = "bootstrap"
-    if (
-        method == "bootstrap"
-        and callable(getattr(release, "bootstrap_world", None))
-        and not getattr(release, "bootstrap_unavailable", None)
-    ):
+    if method == "bootstrap" and has_bootstrap:
         kind, reason = "bootstrap", "parametric bootstrap from the release (no budget spent)"
     elif method is not None and method != kind:
         raise ReleaseError(f"a {release.kind!r} release has no {method} error estimate ({reason})")
     n = len(answers)
     if kind == "bound":
         nan = np.full(n, np.nan)
-        lower, upper, reasons = release.bound_interval_many(queries, level)  # type: ignore[attr-defined]
+        lower, upper, reasons = release.bound_interval_many(queries, level)
         return Uncertainty(
             answers, nan, noise_sd, lower, upper, nan, "bound", reason, level,
             reasons=tuple(reasons),
@@ -420,14 +415,13 @@ def answer_uncertainty(
         raise ReleaseError(f"runs must be at least {MIN_RUNS} for a bootstrap, got {runs}")
     errors = bootstrap_errors(release, queries, runs=runs, seed=seed)
     extra = None
-    widening = getattr(release, "uniformity_widening", None)
-    if widening is not None and uniformity_kappa is not None:
-        extra, _modelled, note = widening(queries, uniformity_kappa)
+    if uniformity_kappa is not None:
+        extra, _modelled, note = release.uniformity_widening(queries, uniformity_kappa)
         if note:
             reason += f"; {note}"
     lower, upper, rms = bootstrap_interval(answers, errors, level, extra)
-    assumed_many = getattr(release, "assumed_many", None)
-    assumed = np.asarray(assumed_many(queries), dtype=np.float64) if assumed_many else None
+    assumed_many = release.assumed_many(queries)
+    assumed = None if assumed_many is None else np.asarray(assumed_many, dtype=np.float64)
     # A model-based interval is never trusted (Uncertainty.__post_init__ flags every answer).
     reason += f"; {MODEL_NOTE}"
     untrusted = np.ones(n, dtype=bool)
@@ -485,7 +479,7 @@ _CACHE: weakref.WeakKeyDictionary[Release, dict[Any, Any]] = weakref.WeakKeyDict
 def default_runs(release: Release) -> int:
     """The replicates a bootstrap uses when none are asked for: those stored with the release
     (``dpcube release --bootstrap-runs``), else :data:`DEFAULT_RUNS`."""
-    stored = getattr(release, "stored_replicates", None)
+    stored = release.stored_replicates
     return int(stored.runs) if stored is not None else DEFAULT_RUNS
 
 
@@ -500,9 +494,10 @@ def bootstrap_replicates(
     in memory on the release object until it is freed. Post-processing of the public release: no
     budget is spent.
     """
-    if not callable(getattr(release, "bootstrap_world", None)):
+    if release.bootstrap_unavailable:
         raise ReleaseError(
-            f"a {release.kind!r} release of {release.metadata.mechanism!r} has no bootstrap"
+            f"a {release.kind!r} release of {release.metadata.mechanism!r} has no bootstrap "
+            f"({release.bootstrap_unavailable})"
         )
     runs = default_runs(release) if runs is None else check_runs(runs)
     per_release = _CACHE.setdefault(release, {})
@@ -511,7 +506,7 @@ def bootstrap_replicates(
         return _stored_truth(release), stored.releases(release)
     key = (runs, seed)
     if key not in per_release:
-        world = release.bootstrap_world()  # type: ignore[attr-defined]
+        world = release.bootstrap_world()
         entropy = seed if seed is not None else int.from_bytes(os.urandom(16), "little")
         rng = np.random.default_rng(entropy)
         per_release[key] = (world.truth, [world.replicate(rng) for _ in range(runs)])
@@ -521,7 +516,7 @@ def bootstrap_replicates(
 
 def _stored_for(release: Release, runs: int, seed: int | None) -> Any:
     """The replicates stored with ``release`` if they are the ``runs`` (and ``seed``) asked for."""
-    stored = getattr(release, "stored_replicates", None)
+    stored = release.stored_replicates
     if stored is not None and runs == stored.runs and seed in (None, stored.seed):
         return stored
     return None
@@ -531,7 +526,7 @@ def _stored_truth(release: Release) -> Release:
     """The bootstrap world's truth (cheap: built from the release; cached on it)."""
     per_release = _CACHE.setdefault(release, {})
     if "truth" not in per_release:
-        per_release["truth"] = release.bootstrap_world().truth  # type: ignore[attr-defined]
+        per_release["truth"] = release.bootstrap_world().truth
     truth: Release = per_release["truth"]
     return truth
 
@@ -559,30 +554,22 @@ def bootstrap_errors(
 ) -> NDArray[np.float64]:
     """The (runs, q) bootstrap errors ``replicate answer - bootstrap-world truth``.
 
-    With replicates stored with the release, one vectorised pass over their packed tables where
-    the release kind has one (:meth:`StoredReplicates.answers`), no re-run of the mechanism.
+    The queries are parsed once (:meth:`Release.parsed`) and every replicate answered in one
+    pass where the release kind has one (:meth:`Release.replicate_answers`; with replicates
+    stored with the release, :meth:`StoredReplicates.answers` over their packed tables), with no
+    re-run of the mechanism for stored replicates.
     """
+    queries = release.parsed(queries)
     stored = _stored_for(release, runs, seed)
     if stored is not None:
         target = np.asarray(_stored_truth(release).answer_many(queries), dtype=np.float64)
-        answers: NDArray[np.float64] = stored.answers(release, queries) - target
-        return answers
+        from_stored = stored.answers(release, queries, KEEP_REPLICATE_PREFIX_BYTES)
+        return np.asarray(from_stored - target, dtype=np.float64)
     truth, reps = bootstrap_replicates(release, runs, seed)
     target = np.asarray(truth.answer_many(queries), dtype=np.float64)
-    out = np.empty((len(reps), len(target)))
-    for b, rep in enumerate(reps):
-        out[b] = np.asarray(rep.answer_many(queries), dtype=np.float64) - target
-        # A cached replicate keeps its summed-area table (8 bytes a cell) only while all
-        # `runs` of them fit in KEEP_REPLICATE_PREFIX_BYTES (256 x 256 cells x 200 runs: 105 MB,
-        # kept; 1024 x 1024: 1.7 GB, dropped and rebuilt on the next call). A service answering
-        # many calls from one release then sums boxes instead of rebuilding 200 tables a call.
-        prefix = getattr(rep, "_prefix", None)
-        if (
-            isinstance(prefix, np.ndarray)
-            and prefix.nbytes * len(reps) > KEEP_REPLICATE_PREFIX_BYTES
-        ):
-            rep._prefix = None  # type: ignore[attr-defined]
-    return out
+    answers = release.replicate_answers(reps, queries, KEEP_REPLICATE_PREFIX_BYTES)
+    errors: NDArray[np.float64] = answers - target
+    return errors
 
 
 # ------------------------------------------------------------------------------------------------

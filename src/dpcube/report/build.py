@@ -101,16 +101,9 @@ def build_report(
         sections.guarantee_section(release, options, kind_reason),
     ]
     kind = release.kind
-    if kind == "cells":
-        body.append(sections.marginal_sections(release, options))
-    elif kind == "cuboids":
-        body.append(sections.cuboid_tables(release, options))
-        body.append(sections.marginal_sections(release, options))
-    elif kind == "spatial_leaves":
-        body.append(sections.spatial_section(release, options))
-    elif kind == "census_hierarchy":
-        body.append(sections.census_section(release, options))
-    else:
+    parts = release.report_parts(sections.MAX_TABLE_ROWS)
+    body.extend(sections.report_part(release, part, options) for part in parts)
+    if not parts:
         body.append(
             f'<section id="other"><p class="note">No pictures for a {esc(kind)!s} release yet; '
             "its labelled table: <code>dpcube export</code>.</p></section>"
@@ -131,7 +124,7 @@ def replicate_seconds(release: Release, seed: int | None) -> float:
     """CPU seconds of one bootstrap replicate of ``release`` (the mechanism re-run once on the
     release itself; post-processing, no budget spent)."""
     start = time.process_time()
-    world = release.bootstrap_world()  # type: ignore[attr-defined]
+    world = release.bootstrap_world()
     world.replicate(np.random.default_rng(seed))
     return time.process_time() - start
 

@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
+from dpcube.release.formats import json_ready
+
 #: Stable element ids start with these (browser tests locate figures and tables by them).
 FIGURE_CLASS = "dpcube-figure"
 TABLE_CLASS = "dpcube-table"
@@ -110,20 +112,8 @@ def script_json(value: Any) -> str:
     >>> script_json({"a": [1.0, float("nan")], "b": "</script>"})
     '{"a":[1.0,null],"b":"<\\\\/script>"}'
     """
-    text = json.dumps(_finite(value), separators=(",", ":"), allow_nan=False)
+    text = json.dumps(json_ready(value), separators=(",", ":"), allow_nan=False)
     return text.replace("</", "<\\/").replace("<!--", "<\\!--")
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Mapping):
-        return {str(k): _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    if hasattr(value, "tolist"):
-        return _finite(value.tolist())
-    return value
 
 
 def table(

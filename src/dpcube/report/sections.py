@@ -26,6 +26,7 @@ from numpy.typing import NDArray
 from dpcube.errors import DPCubeError
 from dpcube.release.base import Release, publication_warning
 from dpcube.release.uncertainty import DEFAULT_RUNS, Uncertainty
+from dpcube.release.views import ReportFigure, ReportSection, ReportTable
 from dpcube.report import figures
 from dpcube.report.html import esc, figure, slug, table, with_interval
 from dpcube.schema import BoxedQuery, Nominal, Ordinal, Spatial
@@ -460,37 +461,33 @@ def spatial_grid_figure(
     )  # fmt: skip
 
 
-def leaf_table(release: Any, options: ReportOptions) -> str:
-    """The released leaves with the largest estimates (at most :data:`MAX_TABLE_ROWS`)."""
-    labels, queries = release.table_cells()
-    order = np.argsort(-np.asarray(release.leaf_counts, dtype=np.float64), kind="stable")
-    order = order[:MAX_TABLE_ROWS]
-    u = estimate(release, [queries[i] for i in order], options)
-    names = list(labels)
+def estimate_table(release: Release, spec: ReportTable, options: ReportOptions) -> str:
+    """A table a release describes (:class:`dpcube.release.views.ReportTable`): its labels, then
+    each row's estimate with its interval, then its note and what the intervals are."""
+    u = estimate(release, spec.queries, options)
+    columns = list(spec.labels)
     rows = [
-        [esc(f"{float(labels[n][i]):.8g}") for n in names]  # coordinates: not rounded
-        + [with_interval(u.answers[k], u.lower[k], u.upper[k], u.trusted(k))]
-        for k, i in enumerate(order.tolist())
+        [esc(spec.labels[c][i]) for c in columns]
+        + [with_interval(u.answers[i], u.lower[i], u.upper[i], u.trusted(i))]
+        for i in range(len(spec.queries))
     ]
-    shown = (
-        f"the {len(order):,} leaves with the largest released counts, of {len(queries):,}"
-        if len(queries) > len(order)
-        else f"all {len(queries):,} leaves"
-    )
+    note = f'<p class="note">{esc(spec.note)}</p>' if spec.note else ""
     return (
-        f"<h3>Released leaves ({esc(shown)})</h3>"
-        + table("table-leaves", [*names, "released count [interval]"], rows, labels=len(names))
+        f"<h3>{esc(spec.heading)}</h3>"
+        + table(slug(spec.ident), [*columns, spec.value_header], rows, labels=len(columns))
+        + note
         + f'<p class="dpcube-uncertainty">{esc(uncertainty_caption(u))}</p>'
     )
 
 
-def spatial_section(release: Any, options: ReportOptions) -> str:
-    """A spatial leaf release: the heat map with the leaves outlined, then the leaf table."""
-    return (
-        '<section id="spatial"><h2>Location map</h2>'
-        f"{spatial_grid_figure(release, options, release.rects)}"
-        f"{leaf_table(release, options)}</section>\n"
-    )
+def release_section(release: Release, spec: ReportSection, options: ReportOptions) -> str:
+    """A section a release describes (:class:`dpcube.release.views.ReportSection`): its title
+    and note, the map of its grid with its outlines (when it has them), its tables."""
+    note = f'<p class="note">{esc(spec.note)}</p>' if spec.note else ""
+    outlines = spec.map_outlines
+    drawn = "" if outlines is None else spatial_grid_figure(release, options, outlines)
+    tables = "".join(estimate_table(release, t, options) for t in spec.tables)
+    return f'<section id="{esc(spec.ident)}"><h2>{esc(spec.title)}</h2>{note}{drawn}{tables}</section>\n'
 
 
 # -- census hierarchy -------------------------------------------------------------------------
@@ -583,47 +580,24 @@ def census_section(release: Any, options: ReportOptions) -> str:
     )
 
 
-# -- data cube --------------------------------------------------------------------------------
-
-
-def cuboid_tables(release: Any, options: ReportOptions) -> str:
-    """One labelled table per published cuboid (at most :data:`MAX_TABLE_ROWS` rows each)."""
-    parts: list[str] = []
-    for cuboid in release.published:
-        names = list(cuboid)
-        labels, queries = release.table_cells(names, None)
-        n = len(queries)
-        keep = min(n, MAX_TABLE_ROWS)
-        u = estimate(release, queries[:keep], options)
-        edges = {f"{a}_{end}" for a in names for end in ("lo", "hi")}  # an ordinal's bin edges
-        columns = [c for c in labels if c not in edges]
-        rows = [
-            [esc(labels[c][i]) for c in columns]
-            + [with_interval(u.answers[i], u.lower[i], u.upper[i], u.trusted(i))]
-            for i in range(keep)
-        ]
-        title = ", ".join(names) if names else "total (no attribute)"
-        ident = f"table-cuboid-{slug('-'.join(names)) if names else 'total'}"
-        more = (
-            f'<p class="note">The first {keep:,} of {n:,} rows (dpcube export --cuboid '
-            f"{esc(','.join(names))} writes them all).</p>"
-            if n > keep
-            else ""
-        )
-        parts.append(
-            f"<h3>Cuboid: {esc(title)}</h3>"
-            + table(ident, [*columns, "released count [interval]"], rows, labels=len(columns))
-            + more
-            + f'<p class="dpcube-uncertainty">{esc(uncertainty_caption(u))}</p>'
-        )
-    return (
-        '<section id="cuboids"><h2>Published cuboids</h2>'
-        f'<p class="note">{len(release.published)} cuboids were published; one table each.</p>'
-        f"{''.join(parts)}</section>\n"
-    )
-
-
 # -- the plan of --mechanism auto -------------------------------------------------------------
+
+
+#: How the report draws each family of figures a release may ask for
+#: (:meth:`dpcube.release.base.Release.report_parts`).
+FIGURES: dict[ReportFigure, Callable[[Any, ReportOptions], str]] = {
+    "marginals": marginal_sections,
+    "census": census_section,
+}
+
+
+def report_part(
+    release: Release, part: ReportFigure | ReportSection, options: ReportOptions
+) -> str:
+    """One part of the report of ``release``: a family of figures, or a section it describes."""
+    if isinstance(part, ReportSection):
+        return release_section(release, part, options)
+    return FIGURES[part](release, options)
 
 
 def plan_section(plan: dict[str, Any]) -> str:
@@ -711,14 +685,14 @@ __all__ = [
     "ReportOptions",
     "bootstrap_arguments",
     "census_section",
-    "cuboid_tables",
     "estimate",
+    "estimate_table",
     "guarantee_section",
-    "leaf_table",
     "marginal_sections",
     "noise_only",
     "plan_section",
+    "release_section",
+    "report_part",
     "spatial_grid_figure",
-    "spatial_section",
     "uncertainty_caption",
 ]

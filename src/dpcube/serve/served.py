@@ -13,7 +13,6 @@ construction and every answer is post-processing of it.
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 from collections.abc import Mapping, Sequence
@@ -32,6 +31,7 @@ from dpcube.release.base import (
     load_release,
     publication_warning,
 )
+from dpcube.release.formats import answers_json, json_ready
 from dpcube.schema import BoxedQueries, Nominal, Ordinal, Schema, Spatial
 
 #: The report file served when the manifest names none (``dpcube report`` writes it).
@@ -160,19 +160,6 @@ class QueryResolver:
         return np.array(flat, dtype=np.int64).reshape(len(queries), self._axes, 2)
 
 
-def json_floats(values: Any) -> list[float | None]:
-    """Floats for JSON: NaN and infinities become None (``null``).
-
-    >>> json_floats(np.array([1.5, np.nan, np.inf]))
-    [1.5, None, None]
-    """
-    array = np.asarray(values, dtype=np.float64)
-    listed: list[float | None] = array.tolist()
-    if bool(np.isfinite(array).all()):
-        return listed
-    return [v if v is not None and math.isfinite(v) else None for v in listed]
-
-
 def attribute_info(attribute: Any) -> dict[str, Any]:
     """What a query widget needs to know about one attribute (labels, bins, edges, ranges)."""
     info: dict[str, Any] = attribute.to_dict()
@@ -256,8 +243,8 @@ class ServedRelease:
             "name": self.name,
             "kind": self.release.kind,
             "mechanism": m.mechanism,
-            "epsilon": _finite(m.epsilon),
-            "delta": _finite(m.delta),
+            "epsilon": json_ready(m.epsilon),
+            "delta": json_ready(m.delta),
             "neighbour": m.neighbour,
             "for_publication": m.for_publication,
             "release_id": m.release_id,
@@ -273,8 +260,8 @@ class ServedRelease:
             "not_for_publication": publication_warning(m),
             "guarantee": _jsonable(
                 {
-                    "epsilon": _finite(m.epsilon),
-                    "delta": _finite(m.delta),
+                    "epsilon": json_ready(m.epsilon),
+                    "delta": json_ready(m.delta),
                     "neighbour": m.neighbour,
                     "sensitivity": m.sensitivity,
                     "noise": m.noise,
@@ -291,52 +278,13 @@ class ServedRelease:
             out["schema"] = {
                 "attributes": [attribute_info(a) for a in release.schema.attributes],
             }
-        published = getattr(release, "published", None)
-        if release.kind == "cuboids" and published is not None:
-            out["cuboids"] = [list(c) for c in published]
-        hierarchy = getattr(release, "hierarchy", None)
-        if release.kind == "census_hierarchy" and hierarchy is not None:
-            names = list(hierarchy.names)
-            out["hierarchy"] = {
-                "regions": [
-                    {"name": n, "parent": names[p] if p >= 0 else None, "level": int(lv)}
-                    for n, p, lv in zip(
-                        names, hierarchy.parent.tolist(), hierarchy.level.tolist(), strict=True
-                    )
-                ],
-                "max_size": int(getattr(release, "max_size", 0)),
-                "top_coded": bool(getattr(release, "top_coded", False)),
-            }
-        if release.kind == "spatial_leaves" and release.schema is not None:
-            spatial = [a for a in release.schema.attributes if isinstance(a, Spatial)]
-            out["bounds"] = {
-                a.name: {"bbox": list(a.bbox), "resolution": list(a.resolution)} for a in spatial
-            }
-            out["leaves"] = len(getattr(release, "rects", ()))
+        out.update(release.explorer_view())
         return out
 
     def table_rows(self, cuboid: Sequence[str] | None, where: Mapping[str, Any]) -> int:
         """How many rows the labelled table of ``cuboid`` inside ``where`` has at most (before
         it is built: a service refuses a table too large to send)."""
-        release = self.release
-        hierarchy = getattr(release, "hierarchy", None)
-        if release.kind == "census_hierarchy" and hierarchy is not None:
-            return int(hierarchy.size) * int(getattr(release, "max_size", 1))
-        if release.kind == "spatial_leaves" and cuboid is None and not where:
-            return len(getattr(release, "rects", ()))
-        schema = release.schema
-        if schema is None:
-            return 0
-        names = list(cuboid) if cuboid is not None else None
-        published = getattr(release, "published", None)
-        if names is None and release.kind == "cuboids" and published:
-            names = list(published[0]) if len(published) == 1 else []
-        box = schema.box(where)
-        rows = 1
-        for name in schema.names if names is None else names:
-            if name in schema.names:
-                rows *= math.prod(hi - lo + 1 for lo, hi in box[schema.axis_slice(name)])
-        return rows
+        return self.release.table_size(None if cuboid is None else list(cuboid), where)
 
     # -- answering -------------------------------------------------------------------------------
     def resolve(self, queries: Sequence[Any]) -> Sequence[Mapping[str, Any]]:
@@ -392,38 +340,15 @@ class ServedRelease:
         if not 0.0 < level < 1.0:
             raise UsageError(f"level must be a confidence level between 0 and 1, got {level}")
         u = self.uncertainty(queries, level)
-        answers, lower, upper = json_floats(u.answers), json_floats(u.lower), json_floats(u.upper)
-        stddev, noise = json_floats(u.stddev), json_floats(u.noise_sd)
         kind = str(u.kind)
         return {
-            "answers": [
-                {
-                    "answer": a,
-                    "lower": lo,
-                    "upper": hi,
-                    "stddev": sd,
-                    "noise_sd": ns,
-                    "error_kind": kind,
-                    "trusted": u.trusted(i),
-                    "interval_kind": str(u.interval_kind[i]),
-                    "interval_reason": u.why(i),
-                }
-                for i, (a, lo, hi, sd, ns) in enumerate(
-                    zip(answers, lower, upper, stddev, noise, strict=True)
-                )
-            ],
+            "answers": answers_json(u),
             "level": level,
             "error_kind": kind,
             "error_reason": u.reason,
             "bootstrap_runs": int(u.runs) if kind == "bootstrap" else None,
             "not_for_publication": publication_warning(self.release.metadata),
         }
-
-
-def _finite(x: Any) -> Any:
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return x
 
 
 def _report_paths(directory: Path) -> tuple[Path, ...]:
@@ -468,7 +393,6 @@ __all__ = [
     "REPORT_HTML",
     "ServedRelease",
     "attribute_info",
-    "json_floats",
     "load_served",
     "warm_bootstrap",
 ]

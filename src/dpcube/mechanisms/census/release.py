@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 from dpcube.errors import QueryError, ReleaseError
 from dpcube.mechanisms.census.hierarchy import RegionHierarchy
 from dpcube.release.base import Release, ReleaseMetadata, column_numpy
+from dpcube.release.views import ReportPart
 
 if TYPE_CHECKING:
     from dpcube.release.uncertainty import BootstrapWorld
@@ -36,6 +37,22 @@ def _group_size(value: Any) -> int:
         if float(value).is_integer():
             return int(value)
     raise QueryError(f"size {value!r} must be a whole number of persons, or a range [lo, hi]")
+
+
+class CensusQueries(Sequence[Mapping[str, Any]]):
+    """Census queries resolved once (:meth:`CensusRelease.parsed`): the queries as given and
+    ``boxes``, an int array (q, 3) of region index, lowest and highest size, which every release
+    of the same hierarchy and sizes (its bootstrap replicates) reads instead of parsing them."""
+
+    def __init__(self, queries: Sequence[Mapping[str, Any]], boxes: NDArray[np.int64]) -> None:
+        self.queries = list(queries)
+        self.boxes = boxes
+
+    def __len__(self) -> int:
+        return len(self.queries)
+
+    def __getitem__(self, k: Any) -> Any:
+        return self.queries[k]
 
 
 class CensusRelease(Release):
@@ -111,14 +128,44 @@ class CensusRelease(Release):
             raise QueryError(f"size range [{lo}, {hi}] is not inside [1, {self.max_size}]")
         return r, lo, hi
 
+    def _boxes(self, queries: Sequence[Mapping[str, Any]]) -> NDArray[np.int64]:
+        """The (q, 3) region index, lowest and highest size of each query (read from
+        :class:`CensusQueries`, else parsed)."""
+        if isinstance(queries, CensusQueries):
+            return queries.boxes
+        return np.array([self._box(q) for q in queries], dtype=np.int64).reshape(-1, 3)
+
+    def parsed(self, queries: Sequence[Mapping[str, Any]]) -> Sequence[Mapping[str, Any]]:
+        """The queries with their region and size range resolved once (:class:`CensusQueries`)."""
+        if isinstance(queries, CensusQueries):
+            return queries
+        return CensusQueries(queries, self._boxes(queries))
+
     def answer_many(self, queries: Sequence[Mapping[str, Any]]) -> NDArray[np.float64]:
-        boxes = [self._box(q) for q in queries]
-        return np.array(
-            [self._cum[r, hi] - self._cum[r, lo - 1] for r, lo, hi in boxes], dtype=np.float64
-        )
+        r, lo, hi = self._boxes(queries).T
+        return (self._cum[r, hi] - self._cum[r, lo - 1]).astype(np.float64)
+
+    def replicate_answers(
+        self,
+        replicates: Sequence[Release],
+        queries: Sequence[Mapping[str, Any]],
+        keep_bytes: int = 0,
+    ) -> NDArray[np.float64]:
+        """The (runs, q) answers of census ``replicates`` in one pass: their cumulative counts
+        stacked, each query's two columns read for every replicate at once."""
+        if not all(isinstance(rep, CensusRelease) for rep in replicates):
+            return super().replicate_answers(replicates, queries, keep_bytes)
+        r, lo, hi = self._boxes(queries).T
+        cum = np.stack([rep._cum for rep in replicates])  # type: ignore[attr-defined]
+        return (cum[:, r, hi] - cum[:, r, lo - 1]).astype(np.float64)
 
     #: Why answers need a bootstrap (:mod:`dpcube.release.uncertainty`).
     bootstrap_reason = "consistent, non-negative integer estimate (not linear in the noise)"
+
+    @property
+    def bootstrap_unavailable(self) -> str | None:
+        """None: every census release has a bootstrap (:meth:`bootstrap_world`)."""
+        return None
 
     def variance_many(self, queries: Sequence[Mapping[str, Any]]) -> NDArray[np.float64]:
         """The noise-only variance of each answer: the variance the noise alone gave the region's
@@ -142,12 +189,12 @@ class CensusRelease(Release):
         measurement = noise.get("measurement")
         if not isinstance(per_level, list) or measurement not in ("group_sizes", "cumulative"):
             return np.full(len(queries), np.nan)
-        out = np.empty(len(queries))
-        for i, q in enumerate(queries):
-            r, lo, hi = self._box(q)
-            cells = hi - lo + 1 if measurement == "group_sizes" else (1 if lo == 1 else 2)
-            out[i] = cells * float(per_level[int(self.hierarchy.level[r]) - 1])
-        return out
+        r, lo, hi = self._boxes(queries).T
+        cells = hi - lo + 1 if measurement == "group_sizes" else np.where(lo == 1, 1, 2)
+        level_variance = np.asarray(per_level, dtype=np.float64)[
+            np.asarray(self.hierarchy.level, dtype=np.int64)[r] - 1
+        ]
+        return np.asarray(cells * level_variance, dtype=np.float64)
 
     #: What a bound interval rests on (:func:`~dpcube.release.uncertainty.uncertainty_kind`).
     bound_reason = (
@@ -204,17 +251,17 @@ class CensusRelease(Release):
         cumulative = noise["measurement"] == "cumulative"
         m = self.measurements.astype(np.float64)
         q = len(queries)
-        estimate = np.empty(q)
+        r, lo, hi = self._boxes(queries).T
         multiplicity = np.zeros((q, len(per_level)))
-        for i, query in enumerate(queries):
-            r, lo, hi = self._box(query)
-            level_of = int(self.hierarchy.level[r]) - 1
-            if cumulative:
-                estimate[i] = m[r, hi - 1] - (m[r, lo - 2] if lo > 1 else 0.0)
-                multiplicity[i, level_of] = 1 if lo == 1 else 2
-            else:
-                estimate[i] = m[r, lo - 1 : hi].sum()
-                multiplicity[i, level_of] = hi - lo + 1
+        level_of = np.asarray(self.hierarchy.level, dtype=np.int64)[r] - 1
+        if cumulative:
+            before = np.where(lo > 1, m[r, np.maximum(lo - 2, 0)], 0.0)
+            estimate = m[r, hi - 1] - before
+            multiplicity[np.arange(q), level_of] = np.where(lo == 1, 1, 2)
+        else:  # whole numbers: their running sums are exact in float64
+            running = np.concatenate([np.zeros((m.shape[0], 1)), np.cumsum(m, axis=1)], axis=1)
+            estimate = running[r, hi] - running[r, lo - 1]
+            multiplicity[np.arange(q), level_of] = hi - lo + 1
         t = discrete_laplace_sum_point(multiplicity, per_level, (1.0 - level) / 2.0)
         answers = self.answer_many(queries)
         lower = np.clip(np.minimum(estimate - t, answers), 0.0, self.groups)
@@ -270,6 +317,30 @@ class CensusRelease(Release):
         if "size" in names:
             labels["size"] = [row["size"] for row in rows]
         return labels, [{**where, **row} for row in rows]
+
+    # -- the labelled table, the explorer and the report -----------------------------------
+    def table_size(self, cuboid: Sequence[str] | None, where: Mapping[str, Any]) -> int:
+        """Every region times every size, at most."""
+        return int(self.hierarchy.size) * int(self.max_size)
+
+    def explorer_view(self) -> dict[str, Any]:
+        """The region ``hierarchy`` (each region's parent and level) and the sizes: the page
+        asks for a region and a size rather than for attributes."""
+        h = self.hierarchy
+        names = list(h.names)
+        return {
+            "hierarchy": {
+                "regions": [
+                    {"name": n, "parent": names[p] if p >= 0 else None, "level": int(lv)}
+                    for n, p, lv in zip(names, h.parent.tolist(), h.level.tolist(), strict=True)
+                ],
+                "max_size": int(self.max_size),
+                "top_coded": bool(self.top_coded),
+            }
+        }
+
+    def report_parts(self, max_rows: int) -> tuple[ReportPart, ...]:
+        return ("census",)
 
     def tables(self) -> dict[str, pa.Table]:
         h, k = self.hierarchy, self.max_size

@@ -28,6 +28,7 @@ from dpcube.mechanisms.datacube.geometry import CubeGeometry
 from dpcube.mechanisms.datacube.lattice import bits, is_subset, rollup, shape
 from dpcube.release.base import Release, ReleaseMetadata, column_numpy
 from dpcube.release.cells import box_sums, prefix_sums
+from dpcube.release.views import ReportPart, ReportSection, ReportTable
 from dpcube.schema import Schema
 
 if TYPE_CHECKING:
@@ -278,6 +279,11 @@ class CuboidRelease(Release):
             )
         return None
 
+    def trim_cache(self, max_bytes: int) -> None:
+        """Drop the cuboids' summed-area tables if together they take more than ``max_bytes``."""
+        if sum(p.nbytes for p in self._prefix.values()) > max_bytes:
+            self._prefix.clear()
+
     def bootstrap_world(self) -> BootstrapWorld:
         """The parametric bootstrap's world: the published cuboid W that contains every measured
         cuboid, made non-negative whole counts (:func:`~dpcube.release.uncertainty.integer_truth`),
@@ -319,6 +325,80 @@ class CuboidRelease(Release):
         return out
 
     # -- persistence -------------------------------------------------------------------------
+    # -- the labelled table, the explorer and the report -----------------------------------
+    def table_cuboid(self, cuboid: Sequence[str] | None) -> list[str] | None:
+        """The cuboid of the labelled table: ``cuboid`` checked, or the one published cuboid
+        when none is named (several: refused, naming them)."""
+        names = None if cuboid is None else list(cuboid)
+        if names is None:
+            if len(self.published) != 1:
+                listed = "; ".join(",".join(c) or "()" for c in self.published)
+                raise QueryError(
+                    f"a data-cube release has one table per published cuboid; name one with "
+                    f"cuboid=(...) / --cuboid a,b (published: {listed})"
+                )
+            names = list(self.published[0])
+        schema = self.schema
+        assert schema is not None  # a data cube always has its schema
+        unknown = [n for n in names if n not in schema.names]
+        if unknown:
+            raise QueryError(
+                f"cuboid names {unknown[0]!r}, which is not an attribute of this release; the "
+                f"schema has {', '.join(schema.names)}"
+            )
+        if tuple(sorted(names, key=schema.names.index)) not in self.published:
+            self.derive_cuboid(names)  # no published superset: the error says what to do
+        return names
+
+    def export_tables(self) -> list[list[str] | None]:
+        """One table per published cuboid when there are several (else the one)."""
+        if len(self.published) > 1:
+            return [list(c) for c in self.published]
+        return [None]
+
+    def table_size(self, cuboid: Sequence[str] | None, where: Mapping[str, Any]) -> int:
+        """As :meth:`Release.table_size`; no cuboid named: the one published cuboid's table
+        (several: the grand total's one row, the table then being refused by name)."""
+        if cuboid is None and self.published:
+            cuboid = list(self.published[0]) if len(self.published) == 1 else []
+        return super().table_size(cuboid, where)
+
+    def explorer_view(self) -> dict[str, Any]:
+        """The published cuboids (the page offers one at a time)."""
+        return {"cuboids": [list(c) for c in self.published]}
+
+    def report_parts(self, max_rows: int) -> tuple[ReportPart, ...]:
+        """One table per published cuboid (its first ``max_rows`` cells), then the marginals."""
+        tables = []
+        for cuboid in self.published:
+            names = list(cuboid)
+            labels, queries = self.table_cells(names, None)
+            n = len(queries)
+            keep = min(n, max_rows)
+            edges = {f"{a}_{end}" for a in names for end in ("lo", "hi")}  # an ordinal's bin edges
+            shown = {c: [str(v) for v in labels[c][:keep]] for c in labels if c not in edges}
+            title = ", ".join(names) if names else "total (no attribute)"
+            cut = (
+                f"The first {keep:,} of {n:,} rows (dpcube export --cuboid {','.join(names)} "
+                "writes them all)."
+            )
+            tables.append(
+                ReportTable(
+                    ident=f"table-cuboid-{'-'.join(names) if names else 'total'}",
+                    heading=f"Cuboid: {title}",
+                    labels=shown,
+                    queries=queries[:keep],
+                    note=cut if n > keep else None,
+                )
+            )
+        published = ReportSection(
+            ident="cuboids",
+            title="Published cuboids",
+            note=f"{len(self.published)} cuboids were published; one table each.",
+            tables=tuple(tables),
+        )
+        return (published, "marginals")
+
     def tables(self) -> dict[str, pa.Table]:
         masks = sorted(self._cuboids)
         ids = np.concatenate([np.full(self._cuboids[m].size, m, dtype=np.int64) for m in masks])

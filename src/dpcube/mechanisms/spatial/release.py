@@ -23,7 +23,8 @@ from dpcube.errors import ReleaseError
 from dpcube.mechanisms.spatial._common import grid_shape
 from dpcube.release.base import Release, ReleaseMetadata, column_numpy
 from dpcube.release.cells import box_sums, prefix_sums
-from dpcube.schema import Schema, Spatial
+from dpcube.release.views import ReportPart, ReportSection, ReportTable
+from dpcube.schema import BoxedQueries, Schema, Spatial
 
 if TYPE_CHECKING:
     from dpcube.release.uncertainty import BootstrapWorld
@@ -76,6 +77,247 @@ def _overlap(rects: NDArray[np.int64], a0: Any, a1: Any, b0: Any, b1: Any) -> ND
     dr = np.clip(np.minimum(rects[:, 1], a1) - np.maximum(rects[:, 0], a0), 0, None)
     dc = np.clip(np.minimum(rects[:, 3], b1) - np.maximum(rects[:, 2], b0), 0, None)
     return np.asarray(dr * dc, dtype=np.float64)
+
+
+def _ragged(starts: NDArray[np.int64], lengths: NDArray[np.int64]) -> tuple[NDArray, NDArray]:
+    """``(owner, values)``: for each k, ``lengths[k]`` values ``starts[k], starts[k] + 1, ...``
+    owned by ``k``, all runs one after another (no Python loop).
+
+    >>> owner, values = _ragged(np.array([5, 0, 7]), np.array([2, 0, 3]))
+    >>> owner.tolist(), values.tolist()
+    ([0, 0, 2, 2, 2], [5, 6, 7, 8, 9])
+    """
+    lengths = np.asarray(lengths, dtype=np.int64)
+    owner = np.repeat(np.arange(len(lengths)), lengths)
+    first = np.cumsum(lengths) - lengths
+    values = np.arange(int(lengths.sum()), dtype=np.int64) - first[owner] + starts[owner]
+    return owner, values
+
+
+def leaf_map(shape: tuple[int, int], rects: NDArray[np.int64]) -> NDArray[np.int64]:
+    """The index of the leaf holding each cell of a grid the rectangles tile.
+
+    >>> leaf_map((2, 3), np.array([[0, 2, 0, 1], [0, 1, 1, 3], [1, 2, 1, 3]])).tolist()
+    [[0, 1, 1], [0, 2, 2]]
+    """
+    rows, cols = shape
+    index = np.arange(len(rects), dtype=np.int64)
+    diff = np.zeros((rows + 1) * (cols + 1), dtype=np.int64)
+    stride = cols + 1
+    r0, r1, c0, c1 = (rects[:, i] for i in range(4))
+    for rr, cc, sign in ((r0, c0, 1), (r0, c1, -1), (r1, c0, -1), (r1, c1, 1)):
+        diff[rr * stride + cc] += sign * index  # a tiling: no two leaves share this corner
+    z = np.cumsum(np.cumsum(diff.reshape(rows + 1, cols + 1), axis=0), axis=1)
+    return np.ascontiguousarray(z[:rows, :cols])
+
+
+def leaf_overlaps(
+    shape: tuple[int, int],
+    rects: NDArray[np.int64],
+    boxes: NDArray[np.int64],
+    cells_leaf: NDArray[np.int64] | None = None,
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]:
+    """The sparse overlap of inclusive ``boxes`` (q, 2, 2) with leaves tiling ``shape``:
+    ``(query, leaf, cells)``, one entry per box and leaf that share ``cells > 0`` cells, in
+    increasing (query, leaf) order.
+
+    A leaf meets a box either with its top-left cell inside the box, or across the box's top row
+    or left column (its top-left cell lies above or to the left). The first are found per row of
+    the box among the leaves sorted by top-left cell (a binary search per row), the second in the
+    map of the cells' leaves (:func:`leaf_map`) along that row and column: the work is the boxes'
+    heights and widths plus the entries, never a pass over all leaves per box. ``cells_leaf``:
+    the :func:`leaf_map` of the rectangles when the caller keeps it.
+
+    >>> rects = np.array([[0, 2, 0, 1], [0, 1, 1, 3], [1, 2, 1, 3]])
+    >>> q, leaf, cells = leaf_overlaps((2, 3), rects, np.array([[[0, 1], [1, 2]], [[1, 1], [0, 0]]]))
+    >>> q.tolist(), leaf.tolist(), cells.tolist()
+    ([0, 0, 1], [1, 2, 0], [2.0, 2.0, 1.0])
+    """
+    cols = shape[1]
+    boxes = np.asarray(boxes, dtype=np.int64).reshape(-1, 2, 2)
+    a0, a1, b0, b1 = boxes[:, 0, 0], boxes[:, 0, 1], boxes[:, 1, 0], boxes[:, 1, 1]
+    n = len(rects)
+    key = rects[:, 0] * cols + rects[:, 2]
+    order = np.argsort(key, kind="stable")
+    sorted_key = key[order]
+    # leaves whose top-left cell is inside the box: per row of the box, a range of sorted keys
+    row_owner, row = _ragged(a0, a1 - a0 + 1)
+    start = np.searchsorted(sorted_key, row * cols + b0[row_owner], side="left")
+    stop = np.searchsorted(sorted_key, row * cols + b1[row_owner], side="right")
+    owner, at = _ragged(start, stop - start)
+    inside_q, inside_leaf = row_owner[owner], order[at]
+    # leaves crossing the box's top row or left column
+    cells_of = (leaf_map(shape, rects) if cells_leaf is None else cells_leaf).ravel()
+    top_q, top_col = _ragged(b0, b1 - b0 + 1)
+    left_q, left_row = _ragged(a0, a1 - a0 + 1)
+    edge_leaf = np.concatenate(
+        [cells_of[a0[top_q] * cols + top_col], cells_of[left_row * cols + b0[left_q]]]
+    )
+    pair = np.unique(
+        np.concatenate(
+            [inside_q * n + inside_leaf, np.concatenate([top_q, left_q]) * n + edge_leaf]
+        )
+    )
+    query, leaf = pair // n, pair % n
+    r = rects[leaf]
+    dr = np.minimum(r[:, 1], a1[query] + 1) - np.maximum(r[:, 0], a0[query])
+    dc = np.minimum(r[:, 3], b1[query] + 1) - np.maximum(r[:, 2], b0[query])
+    keep = (dr > 0) & (dc > 0)
+    return query[keep], leaf[keep], (dr * dc)[keep].astype(np.float64)
+
+
+def _kept_stack(reps: Sequence[LeafRelease]) -> NDArray[np.float64] | None:
+    """The stacked summed-area tables :meth:`LeafRelease.replicate_answers` left the replicates
+    holding (each its slice, in order), or None where they do not all hold theirs."""
+    first = reps[0]._prefix
+    stack = None if first is None else first.base
+    if not isinstance(stack, np.ndarray) or stack.ndim != 3 or len(stack) != len(reps):
+        return None
+    for b, rep in enumerate(reps):
+        p = rep._prefix
+        if p is None or p.base is not stack or p.ctypes.data != stack[b].ctypes.data:
+            return None
+    return stack
+
+
+#: Most cells of the replicates' summed-area tables built at once when they are not kept
+#: (:func:`replicate_leaf_answers`): 32 MiB of float64 per table.
+REPLICATE_CHUNK_CELLS = 1 << 22
+
+
+def _stacked_prefix(
+    shape: tuple[int, int],
+    rects: NDArray[np.int64],
+    counts: NDArray[Any],
+    replicate: NDArray[np.int64],
+    runs: int,
+) -> NDArray[np.float64]:
+    """The (runs, rows + 1, cols + 1) summed-area tables of the densities of ``runs`` leaf
+    releases, their leaves given one after another (``replicate``: each leaf's release):
+    :func:`density` and :func:`~dpcube.linalg.summed_area.prefix_sums` of each release, the same
+    sums in the same order, for all at once in one array.
+
+    The difference array is written one row and column down and right of :func:`density`'s, so
+    that its two running sums leave the density where the summed-area table wants it (row and
+    column 0 zero) and two more running sums in place give the table. A corner on the grid's
+    last row or column only changes cells beyond the grid and is left out. In a tiling no two
+    leaves share a corner of the same kind, so one ``bincount`` over the four kinds adds each
+    cell's corners in :func:`density`'s order."""
+    rows, cols = shape
+    r0, r1, c0, c1 = (rects[:, i] for i in range(4))
+    area = ((r1 - r0) * (c1 - c0)).astype(np.float64)
+    value = np.asarray(counts, dtype=np.float64) / area
+    stride = cols + 1
+    size = (rows + 1) * stride
+    index, weight = [], []
+    for rr, cc, sign in ((r0, c0, 1.0), (r0, c1, -1.0), (r1, c0, -1.0), (r1, c1, 1.0)):
+        inside = (rr < rows) & (cc < cols)
+        index.append(replicate[inside] * size + (rr[inside] + 1) * stride + cc[inside] + 1)
+        weight.append(sign * value[inside])
+    table = np.asarray(
+        np.bincount(np.concatenate(index), np.concatenate(weight), minlength=runs * size),
+        dtype=np.float64,
+    )
+    table.shape = (runs, rows + 1, cols + 1)  # the array itself, not a view: replicates keep slices
+    for axis in (1, 2, 1, 2):  # the density, then its summed-area table
+        np.cumsum(table, axis=axis, out=table)
+    return table
+
+
+def _stacked_box_sums(prefix: NDArray[np.float64], boxes: NDArray[np.int64]) -> NDArray:
+    """(runs, q) box sums of stacked summed-area tables: the corners of
+    :func:`~dpcube.linalg.summed_area.box_sums` in its order, for every table at once."""
+    lo_r, hi_r = boxes[:, 0, 0], boxes[:, 0, 1] + 1
+    lo_c, hi_c = boxes[:, 1, 0], boxes[:, 1, 1] + 1
+    out = np.zeros((prefix.shape[0], len(boxes)), dtype=np.float64)
+    for r, c, sign in ((lo_r, lo_c, 1), (lo_r, hi_c, -1), (hi_r, lo_c, -1), (hi_r, hi_c, 1)):
+        out += sign * prefix[:, r, c]
+    return out
+
+
+def _compressed_leaf_answers(
+    rects: NDArray[np.int64],
+    counts: NDArray[Any],
+    boxes: NDArray[np.int64],
+    row_edges: NDArray[np.int64],
+    col_edges: NDArray[np.int64],
+) -> NDArray[np.float64]:
+    """One leaf release's answers to inclusive ``boxes`` from a summed-area table over the grid
+    cut only where a leaf or a box has an edge (``row_edges``, ``col_edges``: the boxes' edges).
+    The density is constant inside each block of that coarser grid, so a block holds its density
+    times its area, and each box is a sum of whole blocks: the answers of
+    :meth:`LeafRelease.answer_boxes`, up to float rounding, from a table that is much smaller
+    than the grid where the leaves and boxes are few."""
+    r0, r1, c0, c1 = (rects[:, i] for i in range(4))
+    rows = np.unique(np.concatenate([row_edges, r0, r1]))
+    cols = np.unique(np.concatenate([col_edges, c0, c1]))
+    nr, nc = len(rows), len(cols)
+    value = np.asarray(counts, dtype=np.float64) / ((r1 - r0) * (c1 - c0))
+    i0, i1 = np.searchsorted(rows, r0), np.searchsorted(rows, r1)
+    j0, j1 = np.searchsorted(cols, c0), np.searchsorted(cols, c1)
+    diff = np.bincount(
+        np.concatenate([i0 * nc + j0, i0 * nc + j1, i1 * nc + j0, i1 * nc + j1]),
+        np.concatenate([value, -value, -value, value]),
+        minlength=nr * nc,
+    ).reshape(nr, nc)
+    density = np.cumsum(np.cumsum(diff, axis=0), axis=1)[:-1, :-1]
+    table = np.zeros((nr, nc))
+    table[1:, 1:] = density * np.diff(rows)[:, None] * np.diff(cols)[None, :]
+    np.cumsum(table, axis=0, out=table)
+    np.cumsum(table, axis=1, out=table)
+    a0, a1 = np.searchsorted(rows, boxes[:, 0, 0]), np.searchsorted(rows, boxes[:, 0, 1] + 1)
+    b0, b1 = np.searchsorted(cols, boxes[:, 1, 0]), np.searchsorted(cols, boxes[:, 1, 1] + 1)
+    out: NDArray[np.float64] = table[a1, b1] - table[a0, b1] - table[a1, b0] + table[a0, b0]
+    return out
+
+
+#: How many times smaller than the grid the coarser grid of :func:`_compressed_leaf_answers`
+#: must be for :func:`replicate_leaf_answers` to answer replicate by replicate on it.
+COMPRESSION_GAIN = 2
+
+
+def replicate_leaf_answers(
+    shape: tuple[int, int],
+    rects: NDArray[np.int64],
+    counts: NDArray[Any],
+    replicate: NDArray[np.int64],
+    runs: int,
+    boxes: NDArray[np.int64],
+) -> NDArray[np.float64]:
+    """The (runs, q) answers of ``runs`` leaf releases (their leaves one after another,
+    ``replicate`` numbering each leaf's release in increasing order) to inclusive ``boxes``: the
+    same figures as :meth:`LeafRelease.answer_boxes` on each release (to float rounding).
+
+    Where the grid cut at the leaves' and boxes' edges is :data:`COMPRESSION_GAIN` times smaller
+    than the grid (a large grid, few leaves), each release is answered from a summed-area table
+    of that coarser grid (:func:`_compressed_leaf_answers`); otherwise the releases' summed-area
+    tables are built together, a chunk of releases at a time (:data:`REPLICATE_CHUNK_CELLS`), and
+    each box read from all of them at once."""
+    rows, cols = shape
+    start = np.searchsorted(replicate, np.arange(runs + 1))
+    row_edges = np.unique(np.concatenate([boxes[:, 0, 0], boxes[:, 0, 1] + 1]))
+    col_edges = np.unique(np.concatenate([boxes[:, 1, 0], boxes[:, 1, 1] + 1]))
+    first_rects = rects[start[0] : start[1]]
+    coarse = len(np.union1d(row_edges, first_rects[:, :2])) * len(
+        np.union1d(col_edges, first_rects[:, 2:])
+    )
+    out = np.empty((runs, len(boxes)))
+    if coarse * COMPRESSION_GAIN <= (rows + 1) * (cols + 1):
+        for b in range(runs):
+            part = slice(int(start[b]), int(start[b + 1]))
+            out[b] = _compressed_leaf_answers(
+                rects[part], counts[part], boxes, row_edges, col_edges
+            )
+        return out
+    per_run = max(1, REPLICATE_CHUNK_CELLS // ((rows + 1) * (cols + 1)))
+    for first in range(0, runs, per_run):
+        last = min(first + per_run, runs)
+        part = slice(int(start[first]), int(start[last]))
+        prefix = _stacked_prefix(
+            shape, rects[part], counts[part], replicate[part] - first, last - first
+        )
+        out[first:last] = _stacked_box_sums(prefix, boxes)
+    return out
 
 
 def edge_pairs(rects: NDArray[np.int64]) -> NDArray[np.int64]:
@@ -323,6 +565,10 @@ class LeafRelease(Release):
         ):
             raise ReleaseError("raw leaf counts need one count and one variance per leaf")
         self._prefix: NDArray[np.float64] | None = None
+        #: The leaf of each cell (:func:`leaf_map`) and the last queries' overlaps with the
+        #: leaves (:meth:`_overlaps`: the bound, the variances and the widening read the same).
+        self._leaf_map: NDArray[np.int64] | None = None
+        self._last_overlaps: tuple[bytes, Any] | None = None
 
     @property
     def leaves(self) -> list[Leaf]:
@@ -366,30 +612,103 @@ class LeafRelease(Release):
     #: Why answers need a bootstrap (:mod:`dpcube.release.uncertainty`).
     bootstrap_reason = "leaf counts spread under the uniformity assumption (biased)"
 
+    @property
+    def bootstrap_unavailable(self) -> str | None:
+        """None: every leaf release has a bootstrap (:meth:`bootstrap_world`)."""
+        return None
+
+    def trim_cache(self, max_bytes: int) -> None:
+        """Drop the summed-area table if it takes more than ``max_bytes``."""
+        if self._prefix is not None and self._prefix.nbytes > max_bytes:
+            self._prefix = None
+
     def replicate_answers(
+        self,
+        replicates: Sequence[Release],
+        queries: Sequence[Mapping[str, Any]],
+        keep_bytes: int = 0,
+    ) -> NDArray[np.float64]:
+        """The (runs, q) answers of leaf ``replicates`` in one vectorised pass. Where every
+        replicate has the same leaves, the sparse overlap of the queries' boxes with them
+        (:func:`leaf_overlaps`) times the (runs, leaves) matrix of their counts; else
+        (:func:`replicate_leaf_answers`) the boxes read from the replicates' summed-area
+        tables built together. Where all the tables fit in ``keep_bytes`` they are built as one
+        array and each replicate keeps its slice, so the next call only reads boxes."""
+        if not all(isinstance(rep, LeafRelease) for rep in replicates) or not replicates:
+            return super().replicate_answers(replicates, queries, keep_bytes)
+        reps = [rep for rep in replicates if isinstance(rep, LeafRelease)]
+        boxes = self.boxes(queries)
+        rects = reps[0].rects
+        if all(np.array_equal(rep.rects, rects) for rep in reps):
+            # every re-run cut the same leaves (UG, the quadtree, AG): the sparse overlaps of the
+            # boxes with those leaves times the replicates' leaf counts, no summed-area table
+            query, leaf, cells = leaf_overlaps(self.shape, rects, boxes)
+            r = rects[leaf]
+            frac = cells / ((r[:, 1] - r[:, 0]) * (r[:, 3] - r[:, 2]))
+            counts = np.stack([np.asarray(rep.leaf_counts, dtype=np.float64) for rep in reps])
+            out = np.zeros((len(reps), len(boxes)))
+            if len(query):
+                met, first = np.unique(query, return_index=True)
+                out[:, met] = np.add.reduceat(counts[:, leaf] * frac, first, axis=1)
+            return out
+        kept = _kept_stack(reps)
+        table_cells = (self.shape[0] + 1) * (self.shape[1] + 1)
+        if kept is not None and kept.nbytes <= keep_bytes:
+            return _stacked_box_sums(kept, boxes)
+        rects = np.concatenate([rep.rects for rep in reps])
+        counts = np.concatenate([np.asarray(rep.leaf_counts, dtype=np.float64) for rep in reps])
+        replicate = np.repeat(np.arange(len(reps)), [len(rep.rects) for rep in reps])
+        if len(reps) * table_cells * 8 <= keep_bytes:
+            stack = _stacked_prefix(self.shape, rects, counts, replicate, len(reps))
+            for b, rep in enumerate(reps):
+                rep._prefix = stack[b]
+            return _stacked_box_sums(stack, boxes)
+        for rep in reps:
+            rep._prefix = None
+        return replicate_leaf_answers(self.shape, rects, counts, replicate, len(reps), boxes)
+
+    def packed_replicate_answers(
         self, packed: Mapping[str, pa.Table], runs: int, queries: Sequence[Mapping[str, Any]]
     ) -> NDArray[np.float64] | None:
         """The (runs, q) answers of stored bootstrap replicates (:mod:`dpcube.release.replicates`:
-        every replicate's leaves in one table, numbered by ``_replicate``): ``sum_L c_L |Q & L| /
-        |L|`` over all replicates' leaves at once, summed per replicate (the answer of
-        :meth:`answer_boxes` without a summed-area table per replicate). None when that would
-        cost more than a summed-area table per replicate (many queries on many leaves)."""
+        every replicate's leaves in one table, numbered by ``_replicate``) in one vectorised pass
+        over that table (:func:`replicate_leaf_answers`), restoring no replicate."""
         from dpcube.release.replicates import REPLICATE_COLUMN
 
         t = packed["leaves"]
-        cells = self.shape[0] * self.shape[1]
-        if len(queries) * t.num_rows > 4 * runs * cells:
-            return None
-        r0, r1, c0, c1 = (column_numpy(t, n) for n in ("row0", "row1", "col0", "col1"))
-        area = (r1 - r0).astype(np.float64) * (c1 - c0)
-        weight = column_numpy(t, "count") / area
-        ids = column_numpy(t, REPLICATE_COLUMN)
-        out = np.empty((runs, len(queries)))
-        for i, ((a0, a1), (b0, b1)) in enumerate(self.boxes(queries)):
-            dr = np.clip(np.minimum(r1, a1 + 1) - np.maximum(r0, a0), 0, None)
-            dc = np.clip(np.minimum(c1, b1 + 1) - np.maximum(c0, b0), 0, None)
-            out[:, i] = np.bincount(ids, weights=dr * dc * weight, minlength=runs)
-        return out
+        rects = np.stack(
+            [column_numpy(t, n).astype(np.int64) for n in ("row0", "row1", "col0", "col1")],
+            axis=1,
+        )
+        counts = np.asarray(column_numpy(t, "count"), dtype=np.float64)
+        replicate = column_numpy(t, REPLICATE_COLUMN).astype(np.int64)
+        if len(replicate) > 1 and np.any(np.diff(replicate) < 0):
+            order = np.argsort(replicate, kind="stable")
+            rects, counts, replicate = rects[order], counts[order], replicate[order]
+        return replicate_leaf_answers(
+            self.shape, rects, counts, replicate, runs, self.boxes(queries)
+        )
+
+    def _overlaps(
+        self, queries: Sequence[Mapping[str, Any]]
+    ) -> tuple[int, NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]:
+        """``(q, query, leaf, frac)``: the leaves each query meets and the share ``|Q & L| /
+        |L|`` of each that it holds (:func:`leaf_overlaps`; leaves it misses are left out)."""
+        boxes = self.boxes(queries)
+        key = boxes.tobytes()
+        last = self._last_overlaps  # read once: a service may answer from several threads
+        if last is not None and last[0] == key:
+            found: tuple[int, NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]
+            found = last[1]
+            return found
+        if self._leaf_map is None:
+            self._leaf_map = leaf_map(self.shape, self.rects)
+        query, leaf, cells = leaf_overlaps(self.shape, self.rects, boxes, self._leaf_map)
+        r = self.rects[leaf]
+        area = ((r[:, 1] - r[:, 0]) * (r[:, 3] - r[:, 2])).astype(np.float64)
+        overlaps = (len(boxes), query, leaf, cells / area)
+        self._last_overlaps = (key, overlaps)
+        return overlaps
 
     def bootstrap_world(self, dispersion: float | None = None) -> BootstrapWorld:
         """The parametric bootstrap's world: every leaf's count, made a non-negative whole number
@@ -446,17 +765,11 @@ class LeafRelease(Release):
         |L|`` over the leaves L the query cuts (neither inside it nor outside it). The bootstrap
         cannot see how the real points lie inside a leaf, so an interval is only as good as this
         part is small (experiments/docs/coverage.md)."""
-        boxes = self.boxes(queries)
-        area = (
-            (self.rects[:, 1] - self.rects[:, 0]) * (self.rects[:, 3] - self.rects[:, 2])
-        ).astype(np.float64)
+        q, query, leaf, frac = self._overlaps(queries)
         weight = np.abs(np.asarray(self.leaf_counts, dtype=np.float64))
-        out = np.zeros(len(boxes))
-        for i, ((a0, a1), (b0, b1)) in enumerate(boxes):
-            frac = _overlap(self.rects, a0, a1 + 1, b0, b1 + 1) / area
-            cut = (frac > 0) & (frac < 1)
-            out[i] = float(np.sum(weight[cut] * frac[cut]))
-        return out
+        cut = frac < 1
+        assumed = np.bincount(query[cut], weights=weight[leaf[cut]] * frac[cut], minlength=q)
+        return np.asarray(assumed, dtype=np.float64)
 
     @property
     def splits_equalise_counts(self) -> bool:
@@ -528,17 +841,11 @@ class LeafRelease(Release):
         ``n_L^2`` by ``max(c_L, 0)^2 - v_L`` clipped at 0 (:func:`noise_discounted_counts`,
         ``v_L`` from :meth:`leaf_noise_variances`) instead of counting a leaf's noise as points.
         """
-        boxes = self.boxes(queries)
-        area = (
-            (self.rects[:, 1] - self.rects[:, 0]) * (self.rects[:, 3] - self.rects[:, 2])
-        ).astype(np.float64)
+        q, query, leaf, frac = self._overlaps(queries)
         noise = self.leaf_noise_variances() if discount_noise else None
         weight = noise_discounted_counts(self.leaf_counts, noise) ** 2
-        out = np.zeros(len(boxes))
-        for i, ((a0, a1), (b0, b1)) in enumerate(boxes):
-            frac = _overlap(self.rects, a0, a1 + 1, b0, b1 + 1) / area
-            out[i] = float(np.sum(weight * frac * (1.0 - frac))) / (kappa + 1.0)
-        return out
+        spread = np.bincount(query, weights=weight[leaf] * frac * (1.0 - frac), minlength=q)
+        return np.asarray(spread / (kappa + 1.0), dtype=np.float64)
 
     def uniformity_widening(
         self, queries: Sequence[Mapping[str, Any]], kappa: float
@@ -624,8 +931,10 @@ class LeafRelease(Release):
         alpha/2``. By Bonferroni (the confidence split: ``alpha/2`` for the covered leaves'
         noise, ``alpha/2`` for the touched leaves' count, ``alpha = 1 - level``) both hold
         together with probability at least ``level``, and then the truth is in ``[sum_C c_L -
-        t_C, sum_T c_L + t_T]``. Clipping the lower end at 0 (a count is never negative) and
-        taking the hull with the released answer only widens it. A query that cuts no leaf gets
+        t_C, sum_T c_L + t_T]``. Clipping the lower end at 0 (a count is never negative),
+        raising the upper end to at least the lower one (all the touched leaves' noise negative
+        can put it below 0; an empty interval would only say the ``alpha`` event happened) and
+        taking the hull with the released answer only widen it. A query that cuts no leaf gets
         ``C = T``: an interval of the noise alone.
 
         A post-processed release (the consistent quadtree and kd-tree, AG) answers from its
@@ -644,29 +953,24 @@ class LeafRelease(Release):
         variances = self.raw_variances if self.raw_variances is not None else self.variances
         assert variances is not None
         boxes = self.boxes(queries)
-        area = (
-            (self.rects[:, 1] - self.rects[:, 0]) * (self.rects[:, 3] - self.rects[:, 2])
-        ).astype(np.float64)
+        q, query, leaf, frac = self._overlaps(queries)
         groups, group = np.unique(variances, return_inverse=True)
+        group = np.ravel(group)
         counts = np.asarray(own, dtype=np.float64)
-        q = len(boxes)
-        covered_sum, touched_sum = np.zeros(q), np.zeros(q)
-        covered_m, touched_m = np.zeros((q, len(groups))), np.zeros((q, len(groups)))
-        cuts = np.zeros(q, dtype=np.int64)
-        for i, ((a0, a1), (b0, b1)) in enumerate(boxes):
-            frac = _overlap(self.rects, a0, a1 + 1, b0, b1 + 1) / area
-            inside, touched = frac >= 1.0, frac > 0.0
-            covered_sum[i] = float(counts[inside].sum())
-            touched_sum[i] = float(counts[touched].sum())
-            covered_m[i] = np.bincount(group[inside], minlength=len(groups))
-            touched_m[i] = np.bincount(group[touched], minlength=len(groups))
-            cuts[i] = int(np.count_nonzero(touched & ~inside))
+        k = len(groups)
+        inside = frac >= 1.0  # every entry touches its query
+        covered_sum = np.bincount(query[inside], weights=counts[leaf[inside]], minlength=q)
+        touched_sum = np.bincount(query, weights=counts[leaf], minlength=q)
+        cell = query * k + group[leaf]
+        covered_m = np.bincount(cell[inside], minlength=q * k).reshape(q, k).astype(np.float64)
+        touched_m = np.bincount(cell, minlength=q * k).reshape(q, k).astype(np.float64)
+        cuts = np.bincount(query[~inside], minlength=q)
         tail = (1.0 - level) / 2.0
         lower = covered_sum - discrete_laplace_sum_point(covered_m, groups, tail)
         upper = touched_sum + discrete_laplace_sum_point(touched_m, groups, tail)
         answers = self.answer_boxes(boxes)
         lower = np.maximum(np.minimum(lower, answers), 0.0)
-        upper = np.maximum(upper, answers)
+        upper = np.maximum(np.maximum(upper, answers), lower)  # never empty: [0, -1] -> [0, 0]
         reasons = [
             (
                 f"bound valid on any data: the query cuts {k} leaves; from the {_pct(level)} "
@@ -685,15 +989,9 @@ class LeafRelease(Release):
         error, which also holds the uniformity assumption's bias (see ``bootstrap_world``)."""
         if self.variances is None:
             return np.full(len(queries), np.nan)
-        boxes = self.boxes(queries)
-        area = (
-            (self.rects[:, 1] - self.rects[:, 0]) * (self.rects[:, 3] - self.rects[:, 2])
-        ).astype(np.float64)
-        out = np.zeros(len(boxes))
-        for i, ((a0, a1), (b0, b1)) in enumerate(boxes):
-            frac = _overlap(self.rects, a0, a1 + 1, b0, b1 + 1) / area
-            out[i] = float(np.sum(self.variances * frac**2))
-        return out
+        q, query, leaf, frac = self._overlaps(queries)
+        spread = np.bincount(query, weights=self.variances[leaf] * frac**2, minlength=q)
+        return np.asarray(spread, dtype=np.float64)
 
     def table_cells(
         self, attributes: Sequence[str] | None = None, where: Mapping[str, Any] | None = None
@@ -716,20 +1014,74 @@ class LeafRelease(Release):
                 f"{name}_lon_lo": lon[c0].tolist(),
                 f"{name}_lon_hi": lon[c1].tolist(),
             }
-            queries: list[dict[str, Any]] = [
-                {name: {"bins": [[a, b - 1], [c, d - 1]]}} for a, b, c, d in self.rects.tolist()
-            ]
-            return labels, queries
+            rects = self.rects.tolist()
+            return labels, self._boxed_leaves(
+                lambda k: {
+                    name: {"bins": [[rects[k][0], rects[k][1] - 1], [rects[k][2], rects[k][3] - 1]]}
+                }
+            )
         rows, cols = self.schema.attributes  # two ordinal axes (grid_shape checked it)
         for axis, lo, hi in ((rows, r0, r1), (cols, c0, c1)):
             edges = np.asarray(getattr(axis, "edges", ()), dtype=np.float64)
             labels[f"{axis.name}_lo"] = edges[lo].tolist()
             labels[f"{axis.name}_hi"] = edges[hi].tolist()
-        queries = [
-            {rows.name: {"bins": [a, b - 1]}, cols.name: {"bins": [c, d - 1]}}
-            for a, b, c, d in self.rects.tolist()
-        ]
-        return labels, queries
+        rects = self.rects.tolist()
+        return labels, self._boxed_leaves(
+            lambda k: {
+                rows.name: {"bins": [rects[k][0], rects[k][1] - 1]},
+                cols.name: {"bins": [rects[k][2], rects[k][3] - 1]},
+            }
+        )
+
+    def _boxed_leaves(self, row: Any) -> BoxedQueries:
+        """The queries of exactly each leaf's cells, with their boxes (``row(k)``: leaf ``k``'s
+        query dict, built only when asked for)."""
+        r = self.rects
+        boxes = np.stack([r[:, 0], r[:, 1] - 1, r[:, 2], r[:, 3] - 1], axis=1).reshape(-1, 2, 2)
+        return BoxedQueries(boxes, {}, row)
+
+    # -- the labelled table, the explorer and the report -----------------------------------
+    def table_size(self, cuboid: Sequence[str] | None, where: Mapping[str, Any]) -> int:
+        """One row per leaf (:meth:`table_cells`), or with ``cuboid``/``where`` the grid
+        cells (:meth:`Release.table_size`)."""
+        if cuboid is None and not where:
+            return len(self.rects)
+        return super().table_size(cuboid, where)
+
+    def explorer_view(self) -> dict[str, Any]:
+        """The ``bounds`` of each spatial attribute (bounding box, grid resolution) and the
+        number of ``leaves``."""
+        if self.schema is None:
+            return {}
+        spatial = [a for a in self.schema.attributes if isinstance(a, Spatial)]
+        return {
+            "bounds": {
+                a.name: {"bbox": list(a.bbox), "resolution": list(a.resolution)} for a in spatial
+            },
+            "leaves": len(self.rects),
+        }
+
+    def report_parts(self, max_rows: int) -> tuple[ReportPart, ...]:
+        """The map with the leaves outlined, then the ``max_rows`` leaves with the largest
+        released counts (coordinates to 8 significant digits: not rounded away)."""
+        labels, queries = self.table_cells()
+        order = np.argsort(-np.asarray(self.leaf_counts, dtype=np.float64), kind="stable")
+        order = order[:max_rows]
+        shown = (
+            f"the {len(order):,} leaves with the largest released counts, of {len(queries):,}"
+            if len(queries) > len(order)
+            else f"all {len(queries):,} leaves"
+        )
+        leaves = ReportTable(
+            ident="table-leaves",
+            heading=f"Released leaves ({shown})",
+            labels={n: [f"{float(labels[n][i]):.8g}" for i in order.tolist()] for n in labels},
+            queries=[queries[i] for i in order.tolist()],
+        )
+        section = ReportSection(
+            ident="spatial", title="Location map", tables=(leaves,), map_outlines=self.rects
+        )
+        return (section,)
 
     def tables(self) -> dict[str, pa.Table]:
         columns: dict[str, Any] = {

@@ -458,7 +458,7 @@
     const box = $("widgets");
     box.replaceChildren();
     state.widgets = [];
-    if (info.kind === "census_hierarchy" && info.hierarchy) {
+    if (info.hierarchy) {  // a release of regions and sizes (census), not attributes
       state.widgets = censusWidgets(info.hierarchy);
     } else if (info.schema) {
       let attributes = info.schema.attributes;

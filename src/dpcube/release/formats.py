@@ -1,0 +1,149 @@
+"""A release's answers and tables as the outside world reads them: JSON values, the JSON of one
+answer with its interval, a labelled table as JSON, and a table as CSV or Parquet bytes.
+
+Shared by every front end (``dpcube query``/``export``, the HTTP service, the report), so that an
+answer or a table reads the same wherever it is asked for.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+#: The table encodings :func:`encode` writes.
+FORMATS = ("csv", "parquet")
+
+
+def json_ready(value: Any) -> Any:
+    """``value`` with NaN and infinities as None (JSON ``null``), through mappings, lists,
+    tuples and NumPy arrays and scalars (their Python values); anything else as it is.
+
+    >>> json_ready({"a": [1.5, float("nan")], "b": np.array([2.0, np.inf]), "c": "x"})
+    {'a': [1.5, None], 'b': [2.0, None], 'c': 'x'}
+    >>> json_ready(float("-inf")) is None, json_ready(3)
+    (True, 3)
+    """
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, np.ndarray):
+        listed = value.tolist()
+        if value.dtype.kind == "f" and bool(np.isfinite(value).all()):
+            return listed  # the common case: every float finite, nothing to replace
+        return json_ready(listed)
+    if isinstance(value, Mapping):
+        return {str(k): json_ready(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_ready(v) for v in value]
+    if isinstance(value, np.generic):
+        return json_ready(value.item())
+    return value
+
+
+def json_floats(values: Any) -> list[float | None]:
+    """``values`` as floats for JSON (NaN and infinities as None).
+
+    >>> json_floats([1, np.nan, 2.5])
+    [1.0, None, 2.5]
+    """
+    listed: list[float | None] = json_ready(np.asarray(values, dtype=np.float64))
+    return listed
+
+
+def answers_json(u: Any) -> list[dict[str, Any]]:
+    """Every answer of ``u`` (a :class:`dpcube.release.uncertainty.Uncertainty`) as JSON: the
+    answer, its interval (``lower``/``upper``), its error (``stddev``, ``noise_sd``,
+    ``error_kind``) and whether the interval is trusted, of which kind, and why (the float
+    columns converted once for the whole batch)."""
+    answers, lower, upper = json_floats(u.answers), json_floats(u.lower), json_floats(u.upper)
+    stddev, noise = json_floats(u.stddev), json_floats(u.noise_sd)
+    kind = str(u.kind)
+    return [
+        {
+            "answer": a,
+            "lower": lo,
+            "upper": hi,
+            "stddev": sd,
+            "noise_sd": ns,
+            "error_kind": kind,
+            "trusted": u.trusted(i),
+            "interval_kind": str(u.interval_kind[i]),
+            "interval_reason": u.why(i),
+        }
+        for i, (a, lo, hi, sd, ns) in enumerate(
+            zip(answers, lower, upper, stddev, noise, strict=True)
+        )
+    ]
+
+
+def answer_json(u: Any, i: int, *, level: float) -> dict[str, Any]:
+    """Answer ``i`` of ``u`` standing alone (``dpcube query --json``): as :func:`answers_json`
+    writes it, with the confidence ``level`` after the interval and the release's
+    ``error_reason`` after the error, which a batch states once for all its answers."""
+    record = answers_json(u)[i]
+    out: dict[str, Any] = {}
+    for key, value in record.items():
+        out[key] = value
+        if key == "upper":
+            out["level"] = level
+        elif key == "error_kind":
+            out["error_reason"] = u.reason
+    return out
+
+
+def table_json(rows: Any) -> dict[str, Any]:
+    """Labelled rows (:class:`dpcube.release.tables.LabelledRows`) as ``{"level",
+    "error_kind", "error_reason", "cuboid", "rows": [...]}``."""
+    info = rows.info
+    names = list(rows.columns)
+    listed = [{n: json_ready(rows.columns[n][i]) for n in names} for i in range(rows.num_rows)]
+    return {
+        "level": info.get("level"),
+        "error_kind": info.get("error_kind"),
+        "error_reason": info.get("error_reason"),
+        "cuboid": info.get("cuboid"),
+        "rows": listed,
+    }
+
+
+def arrow_rows_json(table: Any) -> list[dict[str, Any]]:
+    """The rows of an Arrow table as JSON objects; a column of floats has NaN and infinities
+    as None."""
+    columns = {}
+    for column in table.column_names:
+        values = table.column(column).to_pylist()
+        floats = all(isinstance(v, float) for v in values)
+        columns[column] = json_floats(values) if floats and values else values
+    return [dict(zip(columns, row, strict=True)) for row in zip(*columns.values(), strict=True)]
+
+
+def encode(table: Any, fmt: str) -> bytes:
+    """The Arrow table as CSV or Parquet bytes (``fmt``: one of :data:`FORMATS`)."""
+    import pyarrow as pa
+
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink)
+        return bytes(sink.getvalue().to_pybytes())
+    import pyarrow.csv as pacsv
+
+    buffer = io.BytesIO()
+    pacsv.write_csv(table, buffer)
+    return buffer.getvalue()
+
+
+__all__ = [
+    "FORMATS",
+    "answer_json",
+    "answers_json",
+    "arrow_rows_json",
+    "encode",
+    "json_floats",
+    "json_ready",
+    "table_json",
+]
