@@ -3,7 +3,8 @@
 - :func:`grid_shape`: the 2-D domain of a schema (one :class:`~dpcube.schema.Spatial` attribute,
   or two ordinal attributes used as axis 0 and axis 1);
 - :func:`geometric_shares`: Eq. 17, the per-height budget of a tree (Cormode et al. 2012);
-- :func:`tree_height`: Eq. 10 with the spec's floor and guards;
+- :func:`tree_height`: HTF's Eq. 10 (Shaham et al., SIGSPATIAL 2021), floored (the floor gives
+  the heights 15, 16, 17 the paper reports), with guards for small counts;
 - :class:`SpatialMechanism`: the base class with the user-level contribution bound ``c``.
 
 Axis 0 of the frequency matrix is the "row" axis (latitude, y, for a spatial attribute) and axis 1
@@ -118,7 +119,8 @@ def tree_height(noisy_total: float, epsilon: float, c0: float = 10.0) -> int:
 def relative_error(
     true: NDArray[Any], estimate: NDArray[Any], bound: float = 20.0
 ) -> NDArray[np.float64]:
-    """Per-query relative error in percent with the smoothing bound (spec 12.3, A11).
+    """Per-query relative error in percent with the smoothing bound: HTF's Eq. 3 with the
+    denominator max(c, 20) of DPBench (Hay et al., SIGMOD 2016).
 
     >>> relative_error(np.array([0, 100, 10]), np.array([10, 90, 0])).tolist()
     [50.0, 10.0, 50.0]

@@ -113,7 +113,8 @@ class UniformGrid(SpatialMechanism):
     the nearest divisor of each axis, so every grid cell holds whole, equal blocks of domain
     cells); an explicit ``grid_size`` is used as given.
 
-    |D| comes from ``eps_height`` of the budget unless ``grid_size`` fixes m (spec A18).
+    |D| is a noisy count from ``eps_height`` of the budget unless ``grid_size`` fixes m (Qardaji,
+    Yang, Li, ICDE 2013, use the exact |D|, a small leak; here it is paid for).
     """
 
     name = "ug"
@@ -225,7 +226,8 @@ class AdaptiveGrid(SpatialMechanism):
 
     m1 = max(10, ceil(sqrt(|D| eps / c) / 4)) with ``alpha`` eps; a level-1 cell with noisy count
     N' gets m2 = ceil(sqrt(N' (1 - alpha) eps / c2)) (1 if N' <= 0) with the rest; constrained
-    inference makes every level-1 cell equal to the sum of its level-2 cells (spec 13.1). Both
+    inference makes every level-1 cell equal to the sum of its level-2 cells (Qardaji, Yang, Li,
+    ICDE 2013, Sec. IV). Both
     levels' sizes are aligned to the domain's cells (:func:`aligned_edges`; m1 the nearest divisor
     of at least 10, 16 on a 256-cell axis where the formula gives 10).
     """

@@ -152,7 +152,8 @@ class _CountTree(SpatialMechanism):
         return 0.0 if self.height is not None else self.eps_height
 
     def _estimated_height(self, hist: Histogram, source: RandomSource) -> int:
-        """HTF's height rule from a noisy total (spec A17); overridden by ``height``."""
+        """HTF's height rule from a noisy total (Shaham et al., SIGSPATIAL 2021, Eq. 10, floored);
+        overridden by ``height``."""
         n_hat = noisy_count(hist.total, self.eps_height / self.points_per_unit, source)
         return tree_height(n_hat, self.unit_epsilon)
 
@@ -234,7 +235,8 @@ class QuadTree(_CountTree):
       3 seeds; docs/location.md): mean absolute error within 1.06x of the best fixed height
       (geometric mean; worst 1.76x), against 2.34x (worst 13.7x) for ``"spec"`` and 1.57x (worst
       15.4x) for the full-height tree ektelo and Cormode et al. use.
-    - ``"spec"``: k = floor(h/2), HTF's rule as spec A17 gives it (the paper's Fig. 6 setting).
+    - ``"spec"``: k = floor(h/2), HTF's height (Eq. 10) mapped to the quadtree (the setting of
+      Shaham et al.'s Fig. 6; the paper leaves the baselines' height open).
 
     The choice depends on the data only through the noisy total, whose budget ``eps_height`` is
     charged as part of epsilon.
@@ -257,7 +259,7 @@ class QuadTree(_CountTree):
         ParamSpec(
             "height_rule",
             "choice",
-            "the height chosen from the noisy total: tuned, or the spec's formula",
+            "the height chosen from the noisy total: tuned, or HTF's Eq. 10 halved",
             choices=HEIGHT_RULES,
         ),
     )
