@@ -227,7 +227,7 @@ class AdaptiveGrid(SpatialMechanism):
     m1 = max(10, ceil(sqrt(|D| eps / c) / 4)) with ``alpha`` eps; a level-1 cell with noisy count
     N' gets m2 = ceil(sqrt(N' (1 - alpha) eps / c2)) (1 if N' <= 0) with the rest; constrained
     inference makes every level-1 cell equal to the sum of its level-2 cells (Qardaji, Yang, Li,
-    ICDE 2013, Sec. IV). Both
+    ICDE 2013). Both
     levels' sizes are aligned to the domain's cells (:func:`aligned_edges`; m1 the nearest divisor
     of at least 10, 16 on a 256-cell axis where the formula gives 10).
     """

@@ -2,10 +2,10 @@
 Krumm, Shahabi, SIGSPATIAL 2021 (HTF), Sec. 2.2).
 
 A query is answered under the uniformity assumption: a leaf L with noisy count c_L contributes
-``c_L |Q & L| / |L|`` (HTF, Sec. 2.2, the uniformity assumption). The implementation spreads every leaf's count evenly over
-its cells (a density matrix Z, built with a 2-D difference array in O(N M + #leaves)) and answers
-any number of rectangles from Z's summed-area table in O(1) each; this equals the sum over leaves
-exactly (up to float rounding).
+``c_L |Q & L| / |L|`` (HTF, Sec. 2.2, the uniformity assumption). The implementation spreads every
+leaf's count evenly over its cells (a density matrix Z, built with a 2-D difference array in O(N M
++ #leaves)) and answers any number of rectangles from Z's summed-area table in O(1) each; this
+equals the sum over leaves exactly (up to float rounding).
 
 Tree releases also carry ``budget_paths``: the epsilon spent along each leaf's root-to-leaf path
 (height estimate + partitioning + counts; spec 12.4, T15-T16).
