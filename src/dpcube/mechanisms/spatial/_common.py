@@ -1,4 +1,4 @@
-"""Shared pieces of the spatial mechanisms (HTF spec sections 7, 10.1, 12.3).
+"""Shared pieces of the spatial mechanisms (Shaham et al., SIGSPATIAL 2021 (HTF), Sec. 4.2-4.3).
 
 - :func:`grid_shape`: the 2-D domain of a schema (one :class:`~dpcube.schema.Spatial` attribute,
   or two ordinal attributes used as axis 0 and axis 1);
@@ -103,7 +103,7 @@ EPS_HEIGHT = ParamSpec(
 
 
 def tree_height(noisy_total: float, epsilon: float, c0: float = 10.0) -> int:
-    """HTF's height h = floor(log2(|D| eps / c0)), at least 1 (Eq. 10, spec section 7).
+    """HTF's height h = floor(log2(|D| eps / c0)), at least 1 (HTF, Eq. 10).
 
     >>> [tree_height(3_500_000, e) for e in (0.1, 0.3, 0.5)]
     [15, 16, 17]
@@ -165,7 +165,7 @@ def spatial_case_schema(rows: int = 2, cols: int = 3) -> Schema:
 class SpatialMechanism(Mechanism):
     """Base of the spatial mechanisms: a 2-D histogram in, a release of rectangles out.
 
-    Unit of privacy: one location point (unbounded, ``add_remove`` neighbours; spec section 3).
+    Unit of privacy: one location point (unbounded, ``add_remove`` neighbours; HTF, Sec. 2.1).
     ``replace`` neighbours (a point moved; the number of points public) are supported by group
     privacy: a replacement is one removal and one addition, so every measurement's sensitivity is
     at most twice its add/remove sensitivity and every internal budget is halved

@@ -8,7 +8,7 @@ leaf's count evenly over its cells (a density matrix Z, built with a 2-D differe
 equals the sum over leaves exactly (up to float rounding).
 
 Tree releases also carry ``budget_paths``: the epsilon spent along each leaf's root-to-leaf path
-(height estimate + partitioning + counts; spec 12.4, T15-T16).
+(height estimate + partitioning + counts; sequential composition along the path, HTF Sec. 4).
 """
 
 from __future__ import annotations

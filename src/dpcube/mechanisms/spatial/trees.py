@@ -366,7 +366,7 @@ def _score_claim(rows: int, cols: int, axis: int, k: int) -> SensitivityClaim:
 
 
 class KDTree(_CountTree):
-    """kd-tree with private medians (Cormode et al. 2012; spec 13.1).
+    """kd-tree with private medians (Cormode, Procopiuc, Srivastava, Shen, Yu, ICDE 2012).
 
     ``median_share`` (15 %) of epsilon chooses the cuts, ``median_share / h`` per level, through
     the exponential mechanism with score ``|2 cnt_k - n|``; the rest is spent on the node counts
