@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     import dpcube
     from dpcube import Histogram
     from dpcube.mechanisms.spatial._common import spatial_case_schema
-    from dpcube.mechanisms.spatial.baselines import KDTree
+    from dpcube.mechanisms.spatial.trees import KDTree
     from dpcube.release.uncertainty import answer_uncertainty, store_bootstrap
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -23,8 +23,8 @@ import numpy as np
 
 from dpcube.histogram import Histogram
 from dpcube.mechanisms.spatial._common import spatial_case_schema, tree_height
-from dpcube.mechanisms.spatial.baselines import QuadTree, quadtree_height
 from dpcube.mechanisms.spatial.release import LeafRelease
+from dpcube.mechanisms.spatial.trees import QuadTree, quadtree_height
 from dpcube.release.cells import box_sums, prefix_sums
 from experiments.repetitions import format_mean_se, repetitions, standard_error
 

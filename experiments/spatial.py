@@ -52,10 +52,10 @@ from dpcube.mechanisms.spatial._common import (
     spatial_case_schema,
     tree_height,
 )
-from dpcube.mechanisms.spatial.baselines import level_budgets, median_chooser, release_tree_counts
 from dpcube.mechanisms.spatial.htf import htf_partition
 from dpcube.mechanisms.spatial.release import LeafRelease, density
 from dpcube.mechanisms.spatial.tree import binary_tree, consistent_leaves, htf_perturb, quad_tree
+from dpcube.mechanisms.spatial.trees import level_budgets, median_chooser, release_tree_counts
 from dpcube.privacy.random import NO_NOISE, SeededRandomSource
 from dpcube.release.cells import box_sums, prefix_sums
 from experiments.repetitions import repetitions, standard_error

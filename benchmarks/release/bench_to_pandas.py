@@ -81,7 +81,7 @@ def releases() -> dict[str, Any]:
     from dpcube import Histogram
     from dpcube.mechanisms.census.hierarchy import RegionHierarchy
     from dpcube.mechanisms.spatial._common import spatial_case_schema
-    from dpcube.mechanisms.spatial.baselines import UniformGrid
+    from dpcube.mechanisms.spatial.grids import UniformGrid
     from dpcube.mechanisms.spatial.htf import HTF
 
     side = 256

@@ -39,10 +39,6 @@ def enable(on: bool | None = None) -> None:
     _enabled = sys.stderr.isatty() if on is None else on
 
 
-def enabled() -> bool:
-    return _enabled
-
-
 @contextmanager
 def step(description: str) -> Iterator[None]:
     """A spinner with elapsed time around a step of unknown length."""

@@ -14,16 +14,11 @@ from dpcube import Histogram, Identity, Schema, answer_uncertainty
 from dpcube import load_release as dpcube_load
 from dpcube.errors import ReleaseError
 from dpcube.mechanisms.spatial._common import spatial_case_schema
-from dpcube.mechanisms.spatial.baselines import (
-    AdaptiveGrid,
-    KDTree,
-    QuadTree,
-    Uniform,
-    UniformGrid,
-)
+from dpcube.mechanisms.spatial.grids import AdaptiveGrid, Uniform, UniformGrid
 from dpcube.mechanisms.spatial.htf import HTF
 from dpcube.mechanisms.spatial.privtree import PrivTree
 from dpcube.mechanisms.spatial.release import LeafRelease
+from dpcube.mechanisms.spatial.trees import KDTree, QuadTree
 from dpcube.privacy.samplers import discrete_laplace_variance
 from dpcube.release.bounds import discrete_laplace_sum_point, discrete_laplace_sum_tail
 from dpcube.release.uncertainty import UNTRUSTED_NOTE, format_answer
@@ -228,3 +223,27 @@ def test_tables_carry_the_flag_and_take_the_model_on_request() -> None:
     assert trusted.interval_reason.str.contains("valid on any data").all()
     model = release.to_pandas(intervals="model", runs=20, seed=1)
     assert not model.trusted.any() and set(model.interval_kind) == {"model"}
+
+
+@pytest.mark.parametrize("make", [lambda: UniformGrid(0.5, grid_size=8), lambda: HTF(0.5)])
+def test_bound_intervals_are_never_empty_when_the_noise_is_all_negative(make: Any) -> None:
+    # An empty map: a query's touched leaves can all draw negative noise, so their noisy sum
+    # plus its noise limit falls below 0 in about alpha/2 = 2.5 % of queries; the lower end is
+    # clipped at 0 (a count is never negative), so without raising the upper end to it the
+    # interval would be empty ([0, -3]). 20 seeds x 64 cells x 2.5 % ~ 32 such queries expected,
+    # so the old code fails here with probability 1 - 0.975**1280 (all but certain).
+    hist = Histogram(spatial_case_schema(SIDE, SIDE), np.zeros((SIDE, SIDE), dtype=np.int64))
+    queries = [
+        {"p": {"bins": [[i * STEP, i * STEP + STEP - 1], [j * STEP, j * STEP + STEP - 1]]}}
+        for i in range(8)
+        for j in range(8)
+    ]
+    for seed in range(20):
+        release = make().release(hist, random_state=seed, account=False)
+        u = answer_uncertainty(release, queries)
+        assert np.all(u.lower <= u.upper), (
+            seed,
+            u.lower[u.lower > u.upper],
+            u.upper[u.lower > u.upper],
+        )
+        assert np.all(u.lower >= 0.0)

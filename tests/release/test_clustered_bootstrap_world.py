@@ -8,13 +8,14 @@ import numpy as np
 
 from dpcube import Histogram
 from dpcube.mechanisms.spatial._common import spatial_case_schema
-from dpcube.mechanisms.spatial.baselines import KDTree, UniformGrid
+from dpcube.mechanisms.spatial.grids import UniformGrid
 from dpcube.mechanisms.spatial.privtree import PrivTree
 from dpcube.mechanisms.spatial.release import (
     cascade_spread,
     edge_pairs,
     leaf_pair_dispersion,
 )
+from dpcube.mechanisms.spatial.trees import KDTree
 from dpcube.release.cells import box_sums, prefix_sums
 from dpcube.release.uncertainty import answer_uncertainty
 from experiments.spatial import query_boxes

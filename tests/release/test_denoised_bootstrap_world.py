@@ -12,9 +12,9 @@ import pytest
 from dpcube import Histogram
 from dpcube.mechanisms.spatial import release as leaf_release
 from dpcube.mechanisms.spatial._common import spatial_case_schema
-from dpcube.mechanisms.spatial.baselines import KDTree
 from dpcube.mechanisms.spatial.htf import HTF
 from dpcube.mechanisms.spatial.release import negative_count_variance, noise_discounted_counts
+from dpcube.mechanisms.spatial.trees import KDTree
 
 
 def _laplace(rng: np.random.Generator, size: int, variance: float) -> np.ndarray:

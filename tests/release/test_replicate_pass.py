@@ -14,9 +14,10 @@ from dpcube import Histogram, Schema
 from dpcube.mechanisms.census.hierarchy import RegionHierarchy
 from dpcube.mechanisms.datacube.mechanism import DataCube
 from dpcube.mechanisms.spatial._common import spatial_case_schema
-from dpcube.mechanisms.spatial.baselines import AdaptiveGrid, KDTree, QuadTree, UniformGrid
+from dpcube.mechanisms.spatial.grids import AdaptiveGrid, UniformGrid
 from dpcube.mechanisms.spatial.htf import HTF
 from dpcube.mechanisms.spatial.release import brute_force_answers, leaf_overlaps
+from dpcube.mechanisms.spatial.trees import KDTree, QuadTree
 from dpcube.release.bounds import discrete_laplace_sum_point
 from dpcube.release.uncertainty import answer_uncertainty, bootstrap_replicates
 

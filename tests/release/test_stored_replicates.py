@@ -18,7 +18,7 @@ from dpcube.mechanisms.census.hierarchy import RegionHierarchy
 from dpcube.mechanisms.census.mechanism import CensusHierarchy
 from dpcube.mechanisms.census.table import GroupSizeTable
 from dpcube.mechanisms.spatial._common import spatial_case_schema
-from dpcube.mechanisms.spatial.baselines import KDTree
+from dpcube.mechanisms.spatial.trees import KDTree
 from dpcube.release import uncertainty
 from dpcube.release.base import manifest_integrity
 from dpcube.release.uncertainty import answer_uncertainty, bootstrap_replicates, store_bootstrap

@@ -9,8 +9,8 @@ import numpy as np
 
 from dpcube import Histogram
 from dpcube.mechanisms.spatial._common import spatial_case_schema
-from dpcube.mechanisms.spatial.baselines import KDTree
 from dpcube.mechanisms.spatial.release import LeafRelease
+from dpcube.mechanisms.spatial.trees import KDTree
 from dpcube.privacy import NO_NOISE
 from dpcube.release.uncertainty import UNTRUSTED_NOTE, answer_uncertainty, format_answer
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from dpcube.mechanisms.spatial import QuadTree
-from dpcube.mechanisms.spatial.baselines import quadtree_height
+from dpcube.mechanisms.spatial.trees import quadtree_height
 from dpcube.release.cells import box_sums, prefix_sums
 from experiments.quadtree_height import main, random_boxes, summary, sweep
 

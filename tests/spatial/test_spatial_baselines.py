@@ -24,10 +24,10 @@ from dpcube.mechanisms.spatial import (
     bound_contributions,
 )
 from dpcube.mechanisms.spatial._common import relative_error, spatial_case_schema
-from dpcube.mechanisms.spatial.baselines import release_tree_counts
 from dpcube.mechanisms.spatial.em import exponential_cuts
 from dpcube.mechanisms.spatial.privtree import privtree_parameters
 from dpcube.mechanisms.spatial.tree import binary_tree, consistent_tree, quad_tree
+from dpcube.mechanisms.spatial.trees import release_tree_counts
 from dpcube.privacy.random import NO_NOISE, SeededRandomSource
 from dpcube.privacy.samplers import laplace_scale_rational
 from dpcube.schema import Schema

@@ -295,14 +295,10 @@ class BudgetLedger:
         """The total a charge is checked against (inside its transaction): the recorded one, which
         must equal ``requested`` when given; else ``requested``, recorded now (it is rolled back
         with the charge if the charge is refused)."""
-        row = con.execute("SELECT total_epsilon, total_delta FROM budget WHERE id = 1").fetchone()
+        row = self._recorded_total(con)
         if row is None:
             if requested is None:
-                raise BudgetError(
-                    f"no total budget is set for {self._described()}; set one with "
-                    f"`dpcube budget {self.source or 'DATA'} --set-total EPSILON` "
-                    "(or pass --total-epsilon)"
-                )
+                raise self._no_total_error()
             delta = 0.0 if requested.delta is None else float(requested.delta)
             self._write_total(con, requested.epsilon, delta)
             return _exact(requested.epsilon), _exact(delta)
@@ -336,9 +332,7 @@ class BudgetLedger:
         """Refuse early (before the data is counted) a requested total that differs from the
         recorded one; :meth:`charge` checks it again, in the transaction of the charge."""
         with self._connect() as con:
-            row = con.execute(
-                "SELECT total_epsilon, total_delta FROM budget WHERE id = 1"
-            ).fetchone()
+            row = self._recorded_total(con)
         if row is not None:
             self._check_requested(Fraction(row[0]), Fraction(row[1]), requested)
 
@@ -413,16 +407,24 @@ class BudgetLedger:
 
     def total(self) -> Budget:
         with self._connect() as con:
-            row = con.execute(
-                "SELECT total_epsilon, total_delta FROM budget WHERE id = 1"
-            ).fetchone()
+            row = self._recorded_total(con)
         if row is None:
-            raise BudgetError(
-                f"no total budget is set for {self._described()}; set one with "
-                f"`dpcube budget {self.source or 'DATA'} --set-total EPSILON` "
-                "(or pass --total-epsilon)"
-            )
+            raise self._no_total_error()
         return Budget(float(row[0]), float(row[1]))
+
+    @staticmethod
+    def _recorded_total(con: sqlite3.Connection) -> tuple[str, str] | None:
+        """The recorded (total epsilon, total delta) as stored (text); None when no total is set."""
+        row = con.execute("SELECT total_epsilon, total_delta FROM budget WHERE id = 1").fetchone()
+        return None if row is None else (row[0], row[1])
+
+    def _no_total_error(self) -> BudgetError:
+        """The refusal of a ledger with no total, naming the data set and the two fixes."""
+        return BudgetError(
+            f"no total budget is set for {self._described()}; set one with "
+            f"`dpcube budget {self.source or 'DATA'} --set-total EPSILON` "
+            "(or pass --total-epsilon)"
+        )
 
     @staticmethod
     def _spent(con: sqlite3.Connection) -> tuple[Fraction, Fraction]:

@@ -22,6 +22,7 @@ import hmac
 import json
 import os
 import stat
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -39,20 +40,29 @@ def dpcube_home() -> Path:
 
 
 def file_key() -> bytes:
-    """The per-user secret key, created (``0600``, exclusively) on first use."""
+    """The per-user secret key, created (``0600``) on first use.
+
+    It is written whole to a file of its own, then linked into place (``os.link`` fails when
+    the key exists): a process racing another one's first use reads either no key (and links
+    its own) or a complete one, never a partly written file.
+    """
     home = dpcube_home()
     path = home / KEY_FILE
     try:
         home.mkdir(parents=True, exist_ok=True)
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        except FileExistsError:
-            pass
-        else:
-            with os.fdopen(fd, "wb") as f:
-                f.write(os.urandom(_KEY_BYTES))
-                f.flush()
-                os.fsync(f.fileno())
+        if not path.exists():
+            fd, draft = tempfile.mkstemp(prefix=".file-key-", dir=home)
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(os.urandom(_KEY_BYTES))
+                    f.flush()
+                    os.fsync(f.fileno())
+                try:
+                    os.link(draft, path)
+                except FileExistsError:
+                    pass  # another process linked its key first: that one is the key
+            finally:
+                os.unlink(draft)
         content, _ = read_regular_file(path, 4096, what="dpcube's file key")
         key = bytes(content)
     except OSError as exc:

@@ -72,6 +72,36 @@ def consistency_rows(
     return rows, cols, vals
 
 
+def cumulative_rows(
+    h: RegionHierarchy, k: int, groups: int
+) -> tuple[
+    list[NDArray[np.int64]],
+    list[NDArray[np.int64]],
+    list[NDArray[np.float64]],
+    NDArray[np.float64],
+    NDArray[np.float64],
+]:
+    """Model 2's rows on the cumulative counts ``c[r, s]`` (variable ``r * k + s``) in COO form,
+    with each row's lower and upper bound: the hierarchy's consistency (= 0, as
+    :func:`consistency_rows`), monotonicity ``c[r, s-1] - c[r, s] <= 0`` and the root's
+    ``c[0, k-1] = groups``."""
+    R = h.size
+    rows, cols, vals = consistency_rows(h, k)
+    nrow = int(np.sum(h.level < h.levels)) * k
+    mono = np.arange(R * (k - 1))
+    rr = np.repeat(np.arange(R), k - 1)
+    ss = np.tile(np.arange(1, k), R)
+    rows += [nrow + mono, nrow + mono]
+    cols += [rr * k + ss - 1, rr * k + ss]
+    vals += [np.ones(mono.size), -np.ones(mono.size)]
+    rows.append(np.array([nrow + mono.size]))
+    cols.append(np.array([k - 1]))
+    vals.append(np.ones(1))
+    lower = np.concatenate([np.zeros(nrow), np.full(mono.size, -np.inf), [groups]])
+    upper = np.concatenate([np.zeros(nrow), np.zeros(mono.size), [groups]])
+    return rows, cols, vals, lower, upper
+
+
 def _solve_qp(
     target: NDArray[np.float64],
     rows: NDArray[np.int64],
@@ -253,20 +283,7 @@ def relaxed_cumulative(
 ) -> tuple[NDArray[np.int64], QPResult]:
     """M-bar_C: the relaxation of Model 2 (C1-C4, c >= 0); round c (monotone), then Gamma^-1."""
     R, k = noisy_cumulative.shape
-    rows, cols, vals = consistency_rows(h, k)
-    nrow = int(np.sum(h.level < h.levels)) * k
-    mono = np.arange(R * (k - 1))
-    rr = np.repeat(np.arange(R), k - 1)
-    ss = np.tile(np.arange(1, k), R)
-    rows += [nrow + mono, nrow + mono]
-    cols += [rr * k + ss - 1, rr * k + ss]
-    vals += [np.ones(mono.size), -np.ones(mono.size)]
-    last = nrow + mono.size
-    rows.append(np.array([last]))
-    cols.append(np.array([k - 1]))
-    vals.append(np.ones(1))
-    lower = np.concatenate([np.zeros(nrow), np.full(mono.size, -np.inf), [groups]])
-    upper = np.concatenate([np.zeros(nrow), np.zeros(mono.size), [groups]])
+    rows, cols, vals, lower, upper = cumulative_rows(h, k, groups)
     qp = _solve_qp(
         np.asarray(noisy_cumulative, np.float64).ravel(),
         np.concatenate(rows),

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcube.mechanisms.census.baselines import consistency_rows, topdown
+from dpcube.mechanisms.census.baselines import consistency_rows, cumulative_rows, topdown
 from dpcube.mechanisms.census.cumulative import gamma, gamma_inv
 from dpcube.mechanisms.census.hierarchy import RegionHierarchy
 
@@ -215,19 +215,7 @@ def exact_cumulative(
     """
     noisy_cumulative = np.asarray(noisy_cumulative, np.float64)
     R, k = noisy_cumulative.shape
-    rows, cols, vals = consistency_rows(h, k)
-    nrow = int(np.sum(h.level < h.levels)) * k
-    mono = np.arange(R * (k - 1))
-    rr = np.repeat(np.arange(R), k - 1)
-    ss = np.tile(np.arange(1, k), R)
-    rows += [nrow + mono, nrow + mono]
-    cols += [rr * k + ss - 1, rr * k + ss]
-    vals += [np.ones(mono.size), -np.ones(mono.size)]
-    rows.append(np.array([nrow + mono.size]))
-    cols.append(np.array([k - 1]))
-    vals.append(np.ones(1))
-    lower = np.concatenate([np.zeros(nrow), np.full(mono.size, -np.inf), [groups]])
-    upper = np.concatenate([np.zeros(nrow), np.zeros(mono.size), [groups]])
+    rows, cols, vals, lower, upper = cumulative_rows(h, k, groups)
     differences = np.diff(noisy_cumulative, axis=1, prepend=0.0)
     start = gamma(topdown(h, differences, groups)).ravel()
     mip = solve_mip(

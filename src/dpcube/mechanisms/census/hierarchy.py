@@ -238,14 +238,3 @@ class RegionHierarchy:
             sl = self.level_slice(level)
             np.add.at(out[sl], self.children_of_level(level), out[self.level_slice(level + 1)])
         return out
-
-    def to_frame(self) -> Any:
-        import pandas as pd
-
-        return pd.DataFrame(
-            {
-                "region": list(self.names),
-                "parent": [None if p < 0 else self.names[p] for p in self.parent],
-                "level": self.level,
-            }
-        )

@@ -148,10 +148,6 @@ class Lattice:
             key=lambda c: (popcount(c), c),
         )
 
-    def noise_bound(self, published: Sequence[int], sources: Sequence[int]) -> float:
-        """``max_C min_{C'} mag(C, C')`` over the published cuboids (eq. 2 without 2s^2/eps^2)."""
-        return max(min(self.mag(c, s) for s in sources) for c in published)
-
 
 def shape(lattice: Lattice, mask: int) -> tuple[int, ...]:
     """Array shape of a cuboid: one axis per dimension, increasing.

@@ -70,9 +70,6 @@ class Workload:
         """Number of cells."""
         return math.prod(self.dims)
 
-    def gram_dense(self) -> NDArray[np.float64]:
-        return self.gram.dense()
-
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form (a spec string, or the boxes) that :func:`workload_from_dict` reads."""
         if self.spec is not None:

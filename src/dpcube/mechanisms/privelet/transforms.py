@@ -139,16 +139,12 @@ class AxisTransform(ABC):
 
     @abstractmethod
     def forward_integer(self, x: IntArray) -> IntArray:
-        """Integer coefficients ``I`` with ``W(c) c = I(c) * integer_scale(c)``, exactly.
+        """Integer coefficients ``I``: ``W(c) c`` times a whole number per coefficient, exactly
+        (1, unless the transform has an ``integer_denominator``).
 
         On integer counts every entry is computed exactly in int64, so the values the noise is
         added to carry no rounding error (see :func:`hn_forward_integer`).
         """
-
-    @property
-    def integer_scale(self) -> FloatArray:
-        """The factor from :meth:`forward_integer` to :meth:`forward_weighted` (1 by default)."""
-        return np.ones(self.size)
 
     @property
     @abstractmethod
@@ -555,15 +551,8 @@ class NominalAxis(AxisTransform):
         return out
 
     @property
-    def integer_scale(self) -> FloatArray:
-        f = self.tree.fanout.astype(np.float64)
-        scale = np.ones(self.size)
-        scale[1:] = 1.0 / (2 * f[1:] - 2)
-        return scale
-
-    @property
     def integer_denominator(self) -> IntArray:
-        """``2f - 2`` for every non-root node, 1 for the root: ``1 / integer_scale``, exactly."""
+        """``2f - 2`` for every non-root node, 1 for the root: ``W(c) c = I(c) / den(c)``, exactly."""
         den = 2 * self.tree.fanout - 2
         den[0] = 1
         return den

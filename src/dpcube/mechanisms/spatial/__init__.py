@@ -7,17 +7,11 @@ over one spatial attribute (or two ordinal attributes) and returns a
 (``Singular`` returns a per-cell release).
 """
 
-from dpcube.mechanisms.spatial.baselines import (
-    AdaptiveGrid,
-    KDTree,
-    QuadTree,
-    Singular,
-    Uniform,
-    UniformGrid,
-)
+from dpcube.mechanisms.spatial.grids import AdaptiveGrid, Singular, Uniform, UniformGrid
 from dpcube.mechanisms.spatial.htf import HTF
 from dpcube.mechanisms.spatial.privtree import PrivTree
 from dpcube.mechanisms.spatial.release import Leaf, LeafRelease
+from dpcube.mechanisms.spatial.trees import KDTree, QuadTree
 from dpcube.mechanisms.spatial.users import bound_contributions
 
 __all__ = [

@@ -1,10 +1,10 @@
-"""Shared pieces of the spatial mechanisms (Shaham, Ghinita, Ahuja, Krumm,
-Shahabi, "HTF", SIGSPATIAL 2021, Secs. 4.3 and 5.1).
+"""Shared pieces of the spatial mechanisms (Shaham et al., SIGSPATIAL 2021 (HTF), Sec. 4.2-4.3).
 
 - :func:`grid_shape`: the 2-D domain of a schema (one :class:`~dpcube.schema.Spatial` attribute,
   or two ordinal attributes used as axis 0 and axis 1);
 - :func:`geometric_shares`: Eq. 17, the per-height budget of a tree (Cormode et al. 2012);
-- :func:`tree_height`: Eq. 10 with a floor (which gives the heights the paper reports) and guards;
+- :func:`tree_height`: HTF's Eq. 10 (Shaham et al., SIGSPATIAL 2021), floored (the floor gives
+  the heights 15, 16, 17 the paper reports), with guards for small counts;
 - :class:`SpatialMechanism`: the base class with the user-level contribution bound ``c``.
 
 Axis 0 of the frequency matrix is the "row" axis (latitude, y, for a spatial attribute) and axis 1
@@ -71,6 +71,18 @@ def geometric_shares(h: int, epsilon: float) -> NDArray[np.float64]:
     return np.asarray(shares)
 
 
+def total_claim() -> SensitivityClaim:
+    """The total count: one row, L1 sensitivity 1 under add/remove-one."""
+    return SensitivityClaim(
+        "total", lambda x: np.array([np.asarray(x).sum()], dtype=np.float64), "l1", 1.0
+    )
+
+
+def cells_claim(name: str = "partition counts (any tiling)") -> SensitivityClaim:
+    """The counts of the cells of any partition: L1 sensitivity 1 under add/remove-one."""
+    return SensitivityClaim(name, lambda x: np.asarray(x, dtype=np.float64).ravel(), "l1", 1.0)
+
+
 #: Largest ``user_bound``: group privacy divides every budget by it, and beyond a million points
 #: per user the noise drowns any count.
 MAX_USER_BOUND = 1_000_000
@@ -91,7 +103,7 @@ EPS_HEIGHT = ParamSpec(
 
 
 def tree_height(noisy_total: float, epsilon: float, c0: float = 10.0) -> int:
-    """HTF's height h = floor(log2(|D| eps / c0)), at least 1 (Eq. 10).
+    """HTF's height h = floor(log2(|D| eps / c0)), at least 1 (HTF, Eq. 10).
 
     >>> [tree_height(3_500_000, e) for e in (0.1, 0.3, 0.5)]
     [15, 16, 17]
@@ -107,8 +119,8 @@ def tree_height(noisy_total: float, epsilon: float, c0: float = 10.0) -> int:
 def relative_error(
     true: NDArray[Any], estimate: NDArray[Any], bound: float = 20.0
 ) -> NDArray[np.float64]:
-    """Per-query relative error in percent with the smoothing bound (Eq. 3, which omits the bound of
-    20).
+    """Per-query relative error in percent with the smoothing bound: HTF's Eq. 3 with the
+    denominator max(c, 20) of DPBench (Hay et al., SIGMOD 2016).
 
     >>> relative_error(np.array([0, 100, 10]), np.array([10, 90, 0])).tolist()
     [50.0, 10.0, 50.0]

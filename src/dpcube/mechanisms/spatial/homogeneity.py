@@ -21,8 +21,7 @@ min), which is post-processing.
 
 :func:`split_points` runs Algorithm 1 for many nodes at once, corrected here (the listing's
 midpoints lack their offsets, line 15 is a simultaneous assignment, the centre's noisy value is
-reused and the loop
-runs exactly T times):
+reused and the loop runs exactly T times):
 every node of a tree level evaluates its candidates in the same pass over the grid.
 """
 

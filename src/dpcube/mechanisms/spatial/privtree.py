@@ -35,7 +35,7 @@ from dpcube.mechanisms.base import SensitivityClaim, check_share_scale
 from dpcube.mechanisms.params import ParamSpec
 from dpcube.mechanisms.spatial._common import SpatialMechanism, grid_shape, spatial_case_schema
 from dpcube.mechanisms.spatial.release import LeafRelease
-from dpcube.mechanisms.spatial.tree import Level, Tree, rect_sums
+from dpcube.mechanisms.spatial.tree import Level, Tree, quad_children, rect_sums
 from dpcube.privacy.random import RandomSource
 from dpcube.privacy.samplers import add_discrete_laplace, laplace_scale_rational
 from dpcube.release.base import ReleaseMetadata
@@ -85,28 +85,9 @@ def privtree_structure(
         split = idx[noisy > theta]
         if split.size == 0:
             break
-        children, parent = _quad_children(r[split])
+        children, parent = quad_children(r[split])
         tree.levels.append(Level(children, rect_sums(prefix, children), split[parent]))
     return tree
-
-
-def _quad_children(rects: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The midpoint children of each rectangle and the index of their parent in ``rects``."""
-    r0, r1, c0, c1 = (rects[:, i] for i in range(4))
-    rm = np.where(r1 - r0 >= 2, r0 + (r1 - r0) // 2, r1)
-    cm = np.where(c1 - c0 >= 2, c0 + (c1 - c0) // 2, c1)
-    quads = np.stack(
-        [
-            np.stack([r0, rm, c0, cm], axis=1),
-            np.stack([r0, rm, cm, c1], axis=1),
-            np.stack([rm, r1, c0, cm], axis=1),
-            np.stack([rm, r1, cm, c1], axis=1),
-        ],
-        axis=1,
-    )
-    keep = (quads[:, :, 1] > quads[:, :, 0]) & (quads[:, :, 3] > quads[:, :, 2])
-    parent = np.repeat(np.arange(len(rects)), 4).reshape(-1, 4)[keep]
-    return quads[keep], parent
 
 
 class PrivTree(SpatialMechanism):

@@ -1,13 +1,14 @@
-"""The release of a spatial partition: leaf rectangles with noisy counts (HTF spec section 11).
+"""The release of a spatial partition: leaf rectangles with noisy counts (Shaham, Ghinita, Ahuja,
+Krumm, Shahabi, SIGSPATIAL 2021 (HTF), Sec. 2.2).
 
 A query is answered under the uniformity assumption: a leaf L with noisy count c_L contributes
-``c_L |Q & L| / |L|`` (spec section 4). The implementation spreads every leaf's count evenly over
-its cells (a density matrix Z, built with a 2-D difference array in O(N M + #leaves)) and answers
-any number of rectangles from Z's summed-area table in O(1) each; this equals the sum over leaves
-exactly (up to float rounding).
+``c_L |Q & L| / |L|`` (HTF, Sec. 2.2, the uniformity assumption). The implementation spreads every
+leaf's count evenly over its cells (a density matrix Z, built with a 2-D difference array in O(N M
++ #leaves)) and answers any number of rectangles from Z's summed-area table in O(1) each; this
+equals the sum over leaves exactly (up to float rounding).
 
 Tree releases also carry ``budget_paths``: the epsilon spent along each leaf's root-to-leaf path
-(height estimate + partitioning + counts; spec 12.4, T15-T16).
+(height estimate + partitioning + counts; sequential composition along the path, HTF Sec. 4).
 """
 
 from __future__ import annotations
@@ -931,8 +932,10 @@ class LeafRelease(Release):
         alpha/2``. By Bonferroni (the confidence split: ``alpha/2`` for the covered leaves'
         noise, ``alpha/2`` for the touched leaves' count, ``alpha = 1 - level``) both hold
         together with probability at least ``level``, and then the truth is in ``[sum_C c_L -
-        t_C, sum_T c_L + t_T]``. Clipping the lower end at 0 (a count is never negative) and
-        taking the hull with the released answer only widens it. A query that cuts no leaf gets
+        t_C, sum_T c_L + t_T]``. Clipping the lower end at 0 (a count is never negative),
+        raising the upper end to at least the lower one (all the touched leaves' noise negative
+        can put it below 0; an empty interval would only say the ``alpha`` event happened) and
+        taking the hull with the released answer only widen it. A query that cuts no leaf gets
         ``C = T``: an interval of the noise alone.
 
         A post-processed release (the consistent quadtree and kd-tree, AG) answers from its
@@ -968,7 +971,7 @@ class LeafRelease(Release):
         upper = touched_sum + discrete_laplace_sum_point(touched_m, groups, tail)
         answers = self.answer_boxes(boxes)
         lower = np.maximum(np.minimum(lower, answers), 0.0)
-        upper = np.maximum(upper, answers)
+        upper = np.maximum(np.maximum(upper, answers), lower)  # never empty: [0, -1] -> [0, 0]
         reasons = [
             (
                 f"bound valid on any data: the query cuts {k} leaves; from the {_pct(level)} "

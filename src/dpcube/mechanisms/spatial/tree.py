@@ -137,27 +137,39 @@ def quad_tree(F: IntArray, k: int) -> Tree:
     tree = Tree([Level(root, rect_sums(prefix, root), np.array([-1]))], k)
     for _ in range(k):
         rects = tree.levels[-1].rects
-        r0, r1, c0, c1 = (rects[:, i] for i in range(4))
-        rm = np.where(r1 - r0 >= 2, r0 + (r1 - r0) // 2, r1)
-        cm = np.where(c1 - c0 >= 2, c0 + (c1 - c0) // 2, c1)
-        quads = np.stack(
-            [
-                np.stack([r0, rm, c0, cm], axis=1),
-                np.stack([r0, rm, cm, c1], axis=1),
-                np.stack([rm, r1, c0, cm], axis=1),
-                np.stack([rm, r1, cm, c1], axis=1),
-            ],
-            axis=1,
+        splittable = np.flatnonzero(
+            (rects[:, 1] - rects[:, 0] >= 2) | (rects[:, 3] - rects[:, 2] >= 2)
         )
-        nonempty = (quads[:, :, 1] > quads[:, :, 0]) & (quads[:, :, 3] > quads[:, :, 2])
-        splittable = ((r1 - r0) >= 2) | ((c1 - c0) >= 2)
-        nonempty &= splittable[:, None]
-        parent = np.repeat(np.arange(len(rects)), 4).reshape(-1, 4)[nonempty]
-        children = quads[nonempty]
+        children, parent = quad_children(rects[splittable])
         if children.size == 0:
             break
-        tree.levels.append(Level(children, rect_sums(prefix, children), parent))
+        tree.levels.append(Level(children, rect_sums(prefix, children), splittable[parent]))
     return tree
+
+
+def quad_children(rects: IntArray) -> tuple[IntArray, IntArray]:
+    """The midpoint children of each rectangle (up to 4: an axis of length 1 is not cut) and the
+    index of each child's parent in ``rects``, children in parent order.
+
+    >>> children, parent = quad_children(np.array([[0, 4, 0, 1]]))
+    >>> children.tolist(), parent.tolist()
+    ([[0, 2, 0, 1], [2, 4, 0, 1]], [0, 0])
+    """
+    r0, r1, c0, c1 = (rects[:, i] for i in range(4))
+    rm = np.where(r1 - r0 >= 2, r0 + (r1 - r0) // 2, r1)
+    cm = np.where(c1 - c0 >= 2, c0 + (c1 - c0) // 2, c1)
+    quads = np.stack(
+        [
+            np.stack([r0, rm, c0, cm], axis=1),
+            np.stack([r0, rm, cm, c1], axis=1),
+            np.stack([rm, r1, c0, cm], axis=1),
+            np.stack([rm, r1, cm, c1], axis=1),
+        ],
+        axis=1,
+    )
+    keep = (quads[:, :, 1] > quads[:, :, 0]) & (quads[:, :, 3] > quads[:, :, 2])
+    parent = np.repeat(np.arange(len(rects)), 4).reshape(-1, 4)[keep]
+    return quads[keep], parent
 
 
 @dataclass
