@@ -2,11 +2,11 @@
 
 For each table: cuboid selection (Algorithms 1-2), noise on the measured cuboids, K_part aggregation
 of the other cuboids, and L2 consistency, for BMax/BMaxC and PMost/PMostC, and the same phases for
-All/AllC (all 2^d cuboids measured; spec section 6). Prints seconds (CPU time of this process,
-best of ``--repeat``) and the ratio All / method. Tables: Adult's 8 categorical columns (the true
-counts come from the CSV through DuckDB GROUPING SETS and are timed as "counting") and the
-10-dimension table of Exp-IV/VI (Adult + two synthetic dimensions of cardinality 4; errors and times
-do not depend on the data, so its counts are zeros).
+All/AllC (all 2^d cuboids measured; Ding et al., SIGMOD 2011, Sec. 6). Prints seconds (CPU time of
+this process, best of ``--repeat``) and the ratio All / method. Tables: Adult's 8 categorical
+columns (the true counts come from the CSV through DuckDB GROUPING SETS and are timed as "counting")
+and the 10-dimension table of Exp-IV/VI (Adult + two synthetic dimensions of cardinality 4; errors
+and times do not depend on the data, so its counts are zeros).
 
     .venv/bin/python benchmarks/datacube/bench_datacube.py --data-dir ../shared/data
     .venv/bin/python benchmarks/datacube/bench_datacube.py --data-dir ../shared/data --tables adult

@@ -40,7 +40,7 @@ from experiments.census_generator import (
     size_shares,
 )
 
-#: Household sizes 1..MAX_HOUSEHOLD (the census shares continued geometrically, spec 4.19).
+#: Household sizes 1..MAX_HOUSEHOLD (the census shares continued geometrically).
 MAX_HOUSEHOLD = 16
 RACES = ("white", "black", "asian", "native", "pacific", "other")
 RACE_SHARES = (0.60, 0.13, 0.06, 0.02, 0.01, 0.18)

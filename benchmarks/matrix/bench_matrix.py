@@ -1,7 +1,8 @@
 """Benchmarks of the matrix mechanism (not tests): our code against a baseline in the same run.
 
-1. LSA candidate evaluation: our exact rank-2 Woodbury + box-sum evaluation (spec §6.5) of every
-   candidate split of a pass, against the naive evaluation (one matrix inversion per candidate).
+1. LSA candidate evaluation: our exact rank-2 Woodbury + box-sum evaluation (Li & Miklau 2011, App.
+   D.2, corrected) of every candidate split of a pass, against the naive evaluation (one matrix
+   inversion per candidate).
 2. LSA run times: AllRange(512) (Example 4.1); AllRange(1024), (32,32) and (16,8,8) with ``--full``;
    workload separation vs full LSA on the Fig 3(c) workload, generalization vs full LSA on a
    skew-sampled 1-D workload.

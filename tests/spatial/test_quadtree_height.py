@@ -41,7 +41,7 @@ def test_sweep_oracle_is_the_minimum(capsys: pytest.CaptureFixture[str]) -> None
 
 @pytest.mark.data
 def test_tuned_rule_on_gowalla_checkins(data_dir: Path) -> None:
-    """The case of the issue: at eps 0.1 (N = 6.44M, h = 15) spec A17's floor(h/2) = 7 was 13.7x
+    """Gowalla check-ins: at eps 0.1 (N = 6.44M, h = 15) the "spec" rule floor(h/2) = 7 was 13.7x
     the full-height tree's error on 1,000 rectangles; the tuned rule picks the full height, 8.
     One seed and 300 rectangles: the gap is an order of magnitude, far beyond seed noise (the
     three-seed run gives 8,634 against 633 mean absolute error)."""
