@@ -108,6 +108,7 @@ def cmd_release(args: argparse.Namespace) -> int:
     """
     from dpcube.release import curator
     from dpcube.release.base import check_output_directory
+    from dpcube.release.marks import file_key
     from dpcube.release.uncertainty import MIN_RUNS
     from dpcube.schema import Schema
 
@@ -154,6 +155,7 @@ def cmd_release(args: argparse.Namespace) -> int:
     _probe_writable(args.out, "--out")
     if curator_log is not None:
         _probe_writable(curator_log, "--curator-log")
+    file_key()  # the key that marks the files the save writes: made (or refused) before the charge
     args.pending_before = _pending_files(args.out)
     try:
         with progress.step(f"releasing with {args.mechanism}"):

@@ -406,7 +406,6 @@ def check_output_directory(directory: str | os.PathLike[str], overwrite: bool = 
     ``$DPCUBE_HOME``). ``dpcube release`` calls it before charging the budget.
     """
     out = Path(directory)
-    file_key()  # the key that marks dpcube's files: created (or refused) now, before any charge
     if out.exists() and not out.is_dir():
         raise ReleaseError(f"--out {str(out)!r} is a file, not a directory; choose a new directory")
     if not out.exists():
