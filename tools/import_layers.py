@@ -16,6 +16,7 @@ LAYERS: list[list[str]] = [
     [
         "dpcube.errors",
         "dpcube.progress",
+        "dpcube.version",
         "dpcube.linalg",
         "dpcube.schema",
         "dpcube.schema_yaml",
@@ -24,8 +25,9 @@ LAYERS: list[list[str]] = [
     ],
     ["dpcube.privacy", "dpcube.release", "dpcube.histogram"],
     ["dpcube.mechanisms"],
+    ["dpcube.registry"],
     ["dpcube.planning"],
-    ["dpcube.registry", "dpcube.audit", "dpcube.testing"],
+    ["dpcube.audit", "dpcube.testing"],
     ["dpcube.cli", "dpcube.serve", "dpcube.report", "dpcube.demo", "dpcube.__main__"],
 ]
 
