@@ -23,6 +23,7 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check src experiments tests benchmarks examples tools
 	$(BIN)/ruff format --check src experiments tests benchmarks examples tools
+	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

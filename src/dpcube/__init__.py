@@ -9,12 +9,11 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__version__ = "0.1.0"
-
 # Imported eagerly: the function ``histogram`` shares its name with its module, and a lazy export
 # would be shadowed by the module as soon as anything imported ``dpcube.histogram``.
 from dpcube.histogram import Histogram as Histogram
 from dpcube.histogram import histogram as histogram
+from dpcube.version import __version__ as __version__
 
 _EXPORTS: dict[str, str] = {
     "Schema": "dpcube.schema",

@@ -130,7 +130,7 @@ def data_set_identity(source: Any, name: str | None = None) -> str | None:
     A Spark DataFrame's fingerprint is computed on Spark, equal to that of its CSV or Parquet file.
     """
     from dpcube.engine import fingerprint
-    from dpcube.privacy.accounting import name_identity
+    from dpcube.privacy.identity import name_identity
 
     if name:
         return name_identity(name)

@@ -4,7 +4,7 @@ one.
 Every audit here is seeded (the noise streams of the releases are reproducible), so each outcome is
 deterministic. The statistical meaning of each assertion: for an epsilon-DP mechanism the reported
 bound exceeds epsilon with probability at most 1 - confidence (the Clopper-Pearson argument of
-:mod:`dpcube.testing.audit`); a broken mechanism is flagged when its true loss is far enough above
+:mod:`dpcube.audit`); a broken mechanism is flagged when its true loss is far enough above
 the claim that the chosen event shows it at the number of runs used (the margins are given by each
 test).
 """
@@ -24,10 +24,18 @@ import pytest
 from scipy.stats import binom
 
 from dpcube import registry
+from dpcube.audit import (
+    _bounds_many,
+    audit,
+    clopper_pearson,
+    epsilon_lower_bound,
+    registered_cases,
+)
 from dpcube.cli.main import main
 from dpcube.histogram import Histogram
 from dpcube.mechanisms.base import SensitivityClaim
 from dpcube.mechanisms.census.mechanism import CensusHierarchy
+from dpcube.mechanisms.conformance import Case, case_neighbours, mixed_schema
 from dpcube.mechanisms.identity import Identity
 from dpcube.privacy.random import RandomSource
 from dpcube.privacy.samplers import add_discrete_laplace
@@ -35,14 +43,6 @@ from dpcube.release.base import ReleaseMetadata
 from dpcube.release.cells import CellRelease
 from dpcube.release.variance import UniformCellVariance
 from dpcube.schema import Schema
-from dpcube.testing.audit import (
-    _bounds_many,
-    audit,
-    clopper_pearson,
-    epsilon_lower_bound,
-    registered_cases,
-)
-from dpcube.testing.conformance import Case, case_neighbours, mixed_schema
 
 
 # -- deliberately broken mechanisms (test package only, never registered) ----------------------
@@ -218,7 +218,7 @@ def test_flags_textbook_float_laplace_through_its_low_bits() -> None:
 def test_neighbour_search_finds_the_split_point() -> None:
     # On a base whose median sits between cells, the pair ranked first moves the split: the
     # noiseless releases differ in more than one count (a structural change, not a single count).
-    from dpcube.testing.audit import candidate_pairs
+    from dpcube.audit import candidate_pairs
 
     case = Case("median-split", _line_schema(6), lambda n: ExactMedianSplit(1.0, neighbour=n))
     mech = case.make("add_remove")
@@ -332,7 +332,7 @@ def test_cli_audit_refuses_bad_flags(
 
 @pytest.mark.parametrize("name", sorted(registry.MECHANISMS))
 def test_the_sweep_tries_the_values_each_declaration_lists(name: str) -> None:
-    from dpcube.testing.audit import parameter_sweep
+    from dpcube.audit import parameter_sweep
 
     cls = registry.resolve(registry.MECHANISMS, name, "mechanism")
     sweep = parameter_sweep(name)

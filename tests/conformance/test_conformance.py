@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dpcube import registry
-from dpcube.testing.conformance import CHECKS, Case
+from dpcube.mechanisms.conformance import CHECKS, Case
 
 MECHANISMS = {
     name: registry.resolve(registry.MECHANISMS, name, "mechanism")

@@ -35,10 +35,10 @@ from dpcube import registry
 from dpcube.cli.main import main
 from dpcube.engine.base import policy_report
 from dpcube.histogram import Histogram
+from dpcube.mechanisms.conformance import Case, mixed_schema
 from dpcube.release.base import load_release, write_atomic
 from dpcube.report import build_report
 from dpcube.report.html import PLOTLY_END, PLOTLY_START
-from dpcube.testing.conformance import Case, mixed_schema
 
 #: Most seeds per data set before a value that never changed with the noise is called exact.
 MAX_SEEDS = 16

@@ -16,11 +16,11 @@ import dpcube.release.base as release_base
 from dpcube import registry
 from dpcube.errors import DPCubeError, ReleaseError, ResourceError
 from dpcube.histogram import Histogram
+from dpcube.mechanisms.conformance import tiny_histograms
 from dpcube.mechanisms.identity import Identity
 from dpcube.privacy.ledger import BudgetLedger
 from dpcube.release.base import MANIFEST, ReleaseMetadata, load_release
 from dpcube.schema import Schema
-from dpcube.testing.conformance import tiny_histograms
 
 
 def small_release(seed: int = 1) -> Any:

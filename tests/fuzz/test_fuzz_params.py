@@ -28,8 +28,8 @@ from hypothesis import strategies as st
 
 from dpcube import registry
 from dpcube.errors import DPCubeError
+from dpcube.mechanisms.conformance import tiny_histograms
 from dpcube.privacy.ledger import BudgetLedger
-from dpcube.testing.conformance import tiny_histograms
 
 NAMES = sorted(registry.MECHANISMS)
 #: Seconds one construction or release may take on the tiny inputs (they take milliseconds; a

@@ -177,7 +177,7 @@ def test_workload_files_and_errors(tmp_path: Path) -> None:
 
 
 def test_replace_neighbour_sensitivity_bounds_brute_force() -> None:
-    from dpcube.testing.conformance import brute_force_sensitivity, tiny_histograms
+    from dpcube.mechanisms.conformance import brute_force_sensitivity, tiny_histograms
 
     schema = _schema(4)
     for strategy, noise, delta in (

@@ -18,11 +18,11 @@ import pytest
 
 from dpcube import Histogram, Identity, Schema, load_release, registry
 from dpcube.cli.main import main
+from dpcube.mechanisms.conformance import Case
 from dpcube.release.base import is_dpcube_report
 from dpcube.release.cells import CellRelease
 from dpcube.report import build_report, write_report
 from dpcube.report.html import PLOTLY_END, PLOTLY_START
-from dpcube.testing.conformance import Case
 
 
 class _Page(HTMLParser):

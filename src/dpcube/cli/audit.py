@@ -3,7 +3,7 @@
 ``dpcube audit --mechanism NAME [--param KEY=VALUE ...] [--epsilon E]`` audits the configuration
 one is about to publish with, on synthetic neighbouring inputs (the schema of the mechanism's first
 conformance case), never on real data; ``dpcube audit --all`` audits every conformance case of
-every registered mechanism. The method is in ``dpcube.testing.audit``. Exit status: 1 when some
+every registered mechanism. The method is in ``dpcube.audit``. Exit status: 1 when some
 lower bound exceeds the claimed epsilon (a violation), 0 when none does, 2 on bad input.
 """
 
@@ -97,9 +97,9 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def handler(args: argparse.Namespace) -> int:
+    from dpcube import audit as A
     from dpcube.cli.main import parse_params
     from dpcube.cli.params import coerce_params, refuse_unknown_params
-    from dpcube.testing import audit as A
 
     _check(args)
     results: list[A.AuditResult] = []
@@ -111,7 +111,7 @@ def handler(args: argparse.Namespace) -> int:
                 print(r.line(), flush=True)
 
     if args.all:
-        from dpcube.testing.conformance import case_neighbours
+        from dpcube.mechanisms.conformance import case_neighbours
 
         for name in [args.mechanism] if args.mechanism else sorted(registry.MECHANISMS):
             for case in A.registered_cases(name):

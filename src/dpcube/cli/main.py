@@ -767,7 +767,7 @@ def _parser(command: str | None, *, everything: bool, help_wanted: bool) -> argp
 
 
 def _version() -> str:
-    from dpcube import __version__
+    from dpcube.version import __version__
 
     return __version__
 

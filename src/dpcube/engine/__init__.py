@@ -8,22 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from dpcube.engine.base import POLICIES, Engine, OutOfDomainPolicy
+from dpcube.engine.base import POLICIES, Engine, OutOfDomainPolicy, is_spark_frame
 from dpcube.errors import DataError
 
 ENGINES: tuple[str, ...] = ("duckdb", "spark")
-
-
-def is_spark_frame(source: Any) -> bool:
-    """Whether ``source`` is a Spark DataFrame (told without importing pyspark).
-
-    >>> is_spark_frame("people.csv")
-    False
-    """
-    return any(
-        k.__name__ == "DataFrame" and k.__module__.startswith("pyspark.sql")
-        for k in type(source).__mro__
-    )
 
 
 def get_engine(name: str | Engine | None = None, source: Any = None) -> Engine:

@@ -19,31 +19,30 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from dpcube.engine.policy import POLICIES as POLICIES
+from dpcube.engine.policy import OutOfDomainPolicy as OutOfDomainPolicy
+from dpcube.engine.policy import policy_report as policy_report
 from dpcube.schema import Schema
 
 if TYPE_CHECKING:
     from dpcube.engine.sql import Table
 
-OutOfDomainPolicy = Literal["error", "drop", "clip"]
-POLICIES: tuple[str, ...] = ("error", "drop", "clip")
 
+def is_spark_frame(source: Any) -> bool:
+    """Whether ``source`` is a Spark DataFrame (told without importing pyspark).
 
-def policy_report(
-    policy: str, *, rows: int, counted: int, dropped: dict[str, int], clipped: dict[str, int]
-) -> dict[str, Any]:
-    """The data section of a release report."""
-    return {
-        "rows": rows,
-        "counted": counted,
-        "on_out_of_domain": policy,
-        "dropped": dropped,
-        "clipped": clipped,
-    }
+    >>> is_spark_frame("people.csv")
+    False
+    """
+    return any(
+        k.__name__ == "DataFrame" and k.__module__.startswith("pyspark.sql")
+        for k in type(source).__mro__
+    )
 
 
 class Engine(ABC):

@@ -25,8 +25,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcube.engine import is_spark_frame
-from dpcube.engine.base import Engine, OutOfDomainPolicy
+from dpcube.engine.base import Engine, OutOfDomainPolicy, is_spark_frame
 from dpcube.engine.counting import histogram_counts
 from dpcube.engine.sql import SPARK, schema_column_kinds
 from dpcube.errors import DataError

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcube.engine.base import OutOfDomainPolicy, policy_report
+from dpcube.engine.policy import OutOfDomainPolicy, policy_report
 from dpcube.errors import DataError
 from dpcube.schema import Nominal, Ordinal, Schema, Spatial
 

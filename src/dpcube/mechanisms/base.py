@@ -8,7 +8,7 @@ Each mechanism declares, as code rather than a comment (as in OpenDP):
 - ``neighbours``: the neighbour notions it supports (``add_remove``, ``replace``);
 - :meth:`Mechanism.sensitivity_claims`: every deterministic measurement it makes of the data, with
   the norm and the sensitivity it calibrates the noise to. The conformance suite
-  (:mod:`dpcube.testing.conformance`) checks each claim by brute force on tiny domains;
+  (:mod:`dpcube.mechanisms.conformance`) checks each claim by brute force on tiny domains;
 - ``param_specs``: the domain of every constructor parameter (:class:`ParamSpec`), checked by the
   constructor itself (every ``__init__`` is wrapped to check its arguments first), by
   ``--param`` and drawn from by the audit and the fuzz tests;
@@ -219,7 +219,7 @@ class Mechanism(ABC):
 
     @classmethod
     def conformance_cases(cls) -> list[Any]:
-        """Tiny-domain cases for :mod:`dpcube.testing.conformance` (every mechanism must give some)."""
+        """Tiny-domain cases for :mod:`dpcube.mechanisms.conformance` (every mechanism must give some)."""
         raise NotImplementedError(f"{cls.__name__} declares no conformance cases")
 
     @classmethod

@@ -83,7 +83,7 @@ class Identity(Mechanism):
 
     @classmethod
     def conformance_cases(cls) -> list[Any]:
-        from dpcube.testing.conformance import MIXED_QUERIES, Case, mixed_schema
+        from dpcube.mechanisms.conformance import MIXED_QUERIES, Case, mixed_schema
 
         schema, queries = mixed_schema(), MIXED_QUERIES
         return [

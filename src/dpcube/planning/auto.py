@@ -170,7 +170,7 @@ class AutoMechanism(Mechanism):
 
     @classmethod
     def conformance_cases(cls) -> list[Any]:
-        from dpcube.testing.conformance import MIXED_QUERIES, Case, mixed_schema
+        from dpcube.mechanisms.conformance import MIXED_QUERIES, Case, mixed_schema
 
         four = Schema.from_dict(
             {"attributes": [{"name": "x", "kind": "ordinal", "range": [0, 3], "width": 1}]}

@@ -10,7 +10,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from dpcube.planning.plan import Candidate
+from dpcube.planning.candidate import Candidate
 
 SPATIAL_SOURCE = "experiments/docs/location.md, Fig. 6 (MRE %, random-shape rectangles, eps = 0.1)"
 SPATIAL_COMMAND = "python -m experiments.spatial --data-dir ../shared/data --out results/"

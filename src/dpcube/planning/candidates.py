@@ -19,6 +19,7 @@ from dpcube.linalg.boxes import BoxGram
 from dpcube.linalg.operators import Kronecker
 from dpcube.mechanisms.matrix.workloads import Workload
 from dpcube.planning.benchmarks import benchmark_candidates
+from dpcube.planning.candidate import Candidate
 from dpcube.planning.errors import (
     MAX_DENSE_TRACE_CELLS,
     discrete_gaussian_release_sigma2,
@@ -30,7 +31,6 @@ from dpcube.planning.errors import (
     privelet_cell_covariance,
     privelet_coefficient_variance,
 )
-from dpcube.planning.plan import Candidate
 from dpcube.planning.workload import workload_boxes
 from dpcube.privacy.neighbours import Neighbour
 from dpcube.privacy.samplers import gaussian_sigma

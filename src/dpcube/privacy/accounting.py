@@ -19,30 +19,12 @@ curator's: it selects the ledger and is never written into a release.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
-from dpcube.errors import BudgetError, DataError
+from dpcube.errors import BudgetError
+from dpcube.privacy.identity import identity_of_path as identity_of_path
+from dpcube.privacy.identity import name_identity as name_identity
 from dpcube.privacy.ledger import BudgetLedger, RequestedTotal
-
-
-def name_identity(name: str) -> str:
-    """The identity of a data set named by its curator."""
-    name = str(name).strip()
-    if not name:
-        raise BudgetError("a data set name must not be empty (--dataset NAME)")
-    return name if name.startswith(("name:", "sha256:")) else f"name:{name}"
-
-
-def identity_of_path(data: str | os.PathLike[str]) -> str:
-    """The identity of the records in the file (or Parquet directory) ``data``; a missing path is refused."""
-    from dpcube.engine import fingerprint
-
-    if not Path(data).exists():
-        raise DataError(
-            f"data file {str(data)!r} does not exist; a ledger belongs to existing data"
-        )
-    return fingerprint(data)
 
 
 def identity_of(data: Any) -> str | None:

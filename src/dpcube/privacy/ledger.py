@@ -176,7 +176,7 @@ class BudgetLedger:
         so a copy, a rename or a Parquet conversion meets the same ledger. A path that does not
         exist is refused.
         """
-        from dpcube.privacy.accounting import identity_of_path, name_identity
+        from dpcube.privacy.identity import identity_of_path, name_identity
 
         identity = name_identity(name) if name else identity_of_path(data)
         return cls.for_identity(identity, ledger_dir, home=home)

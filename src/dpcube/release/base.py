@@ -90,7 +90,7 @@ TEMP_PREFIX = ".dpcube-tmp-"
 
 
 def _library_version() -> str:
-    from dpcube import __version__
+    from dpcube.version import __version__
 
     return __version__
 

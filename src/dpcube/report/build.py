@@ -37,7 +37,7 @@ from dpcube.report.sections import ReportOptions
 
 
 def _library_version() -> str:
-    from dpcube import __version__
+    from dpcube.version import __version__
 
     return __version__
 

@@ -149,7 +149,7 @@ def create_app(
 
 
 def _version() -> str:
-    from dpcube import __version__
+    from dpcube.version import __version__
 
     return __version__
 

@@ -264,7 +264,7 @@ class CensusHierarchy(Mechanism):
 
     @classmethod
     def conformance_cases(cls) -> list[Any]:
-        from dpcube.testing.conformance import Case
+        from dpcube.mechanisms.conformance import Case
 
         schema = Schema.from_dict(
             {

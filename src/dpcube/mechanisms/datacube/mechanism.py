@@ -406,7 +406,7 @@ class DataCube(Mechanism):
     # -- conformance -----------------------------------------------------------------------------
     @classmethod
     def conformance_cases(cls) -> list[Any]:
-        from dpcube.testing.conformance import Case
+        from dpcube.mechanisms.conformance import Case
 
         schema = Schema.from_dict(
             {

@@ -394,7 +394,7 @@ class MatrixMechanism(Mechanism):
 
     @classmethod
     def conformance_cases(cls) -> list[Any]:
-        from dpcube.testing.conformance import Case
+        from dpcube.mechanisms.conformance import Case
 
         one = Schema.from_dict(
             {"attributes": [{"name": "x", "kind": "ordinal", "range": [0, 3], "width": 1}]}

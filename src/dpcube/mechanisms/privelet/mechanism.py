@@ -332,7 +332,7 @@ class PriveletPlus(Mechanism):
 
     @classmethod
     def conformance_cases(cls) -> list[Any]:
-        from dpcube.testing.conformance import MIXED_QUERIES, Case, mixed_schema
+        from dpcube.mechanisms.conformance import MIXED_QUERIES, Case, mixed_schema
 
         schema, queries = mixed_schema(), MIXED_QUERIES
         return [
@@ -368,7 +368,7 @@ class Privelet(PriveletPlus):
 
     @classmethod
     def conformance_cases(cls) -> list[Any]:
-        from dpcube.testing.conformance import MIXED_QUERIES, Case, mixed_schema
+        from dpcube.mechanisms.conformance import MIXED_QUERIES, Case, mixed_schema
 
         mixed = mixed_schema()
         flat = Schema.from_dict(

@@ -166,7 +166,7 @@ class UniformGrid(SpatialMechanism):
 
     @classmethod
     def conformance_cases(cls) -> list[Any]:
-        from dpcube.testing.conformance import Case
+        from dpcube.mechanisms.conformance import Case
 
         schema = spatial_case_schema(2, 3)
         queries = SPATIAL_CASE_QUERIES[:3]
@@ -290,7 +290,7 @@ class AdaptiveGrid(SpatialMechanism):
 
     @classmethod
     def conformance_cases(cls) -> list[Any]:
-        from dpcube.testing.conformance import Case
+        from dpcube.mechanisms.conformance import Case
 
         schema = spatial_case_schema(2, 3)
         queries = SPATIAL_CASE_QUERIES[:3]
@@ -370,7 +370,7 @@ class Uniform(SpatialMechanism):
 
     @classmethod
     def conformance_cases(cls) -> list[Any]:
-        from dpcube.testing.conformance import Case
+        from dpcube.mechanisms.conformance import Case
 
         return [Case("uniform", spatial_case_schema(2, 3), lambda n: cls(1.0, neighbour=n), [{}])]
 
@@ -405,7 +405,7 @@ class Singular(SpatialMechanism):
 
     @classmethod
     def conformance_cases(cls) -> list[Any]:
-        from dpcube.testing.conformance import Case
+        from dpcube.mechanisms.conformance import Case
 
         queries = [SPATIAL_CASE_QUERIES[i] for i in (0, 1, 3)]
         return [

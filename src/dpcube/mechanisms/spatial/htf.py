@@ -216,7 +216,7 @@ class HTF(SpatialMechanism):
 
     @classmethod
     def conformance_cases(cls) -> list[Any]:
-        from dpcube.testing.conformance import Case
+        from dpcube.mechanisms.conformance import Case
 
         schema = spatial_case_schema(2, 3)
         queries = SPATIAL_CASE_QUERIES

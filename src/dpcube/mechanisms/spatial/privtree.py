@@ -165,7 +165,7 @@ class PrivTree(SpatialMechanism):
 
     @classmethod
     def conformance_cases(cls) -> list[Any]:
-        from dpcube.testing.conformance import Case
+        from dpcube.mechanisms.conformance import Case
 
         return [Case("privtree", spatial_case_schema(2, 3), lambda n: cls(1.0, neighbour=n), [{}])]
 

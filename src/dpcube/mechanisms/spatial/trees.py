@@ -299,7 +299,7 @@ class QuadTree(_CountTree):
 
     @classmethod
     def conformance_cases(cls) -> list[Any]:
-        from dpcube.testing.conformance import Case
+        from dpcube.mechanisms.conformance import Case
 
         schema = spatial_case_schema(2, 3)
         queries = SPATIAL_CASE_QUERIES
@@ -447,7 +447,7 @@ class KDTree(_CountTree):
 
     @classmethod
     def conformance_cases(cls) -> list[Any]:
-        from dpcube.testing.conformance import Case
+        from dpcube.mechanisms.conformance import Case
 
         schema = spatial_case_schema(2, 3)
         queries = SPATIAL_CASE_QUERIES

@@ -1,6 +1,6 @@
 """Empirical privacy audit: a statistical lower bound on the epsilon a mechanism really spends.
 
-The conformance suite (:mod:`dpcube.testing.conformance`) checks declared sensitivities by brute
+The conformance suite (:mod:`dpcube.mechanisms.conformance`) checks declared sensitivities by brute
 force; it cannot see a mechanism that adds the right noise to the wrong thing (a data-dependent
 choice made without noise, a noise scale that is not what the claim needs). This module tests the
 released output itself, in the style of DP-Sniper (Bichsel, Steffen, Bogunovic, Vechev, S&P 2021,
@@ -47,10 +47,10 @@ from numpy.typing import NDArray
 from scipy.stats import beta
 
 from dpcube.histogram import Histogram
+from dpcube.mechanisms.conformance import Case, case_neighbours, neighbouring_pairs, tiny_histograms
 from dpcube.privacy.random import NO_NOISE
 from dpcube.release.base import Release
 from dpcube.schema import Schema
-from dpcube.testing.conformance import Case, case_neighbours, neighbouring_pairs, tiny_histograms
 
 #: Default confidence of a reported lower bound.
 DEFAULT_CONFIDENCE = 0.95
