@@ -32,7 +32,10 @@ from dpcube.mechanisms.matrix.lsa import LSAResult, lsa
 from dpcube.mechanisms.matrix.mechanism import MatrixMechanism, make_strategy
 from dpcube.mechanisms.matrix.scaling import generalized_lsa, separated_lsa
 from dpcube.mechanisms.matrix.strategies import Strategy, eigen, hierarchical, kron, wavelet
-from dpcube.mechanisms.matrix.workloads import (
+from dpcube.progress import step
+from dpcube.release.cells import CellRelease
+from dpcube.schema import Schema
+from dpcube.workloads import (
     Workload,
     allrange,
     allrange_gram_1d,
@@ -42,9 +45,6 @@ from dpcube.mechanisms.matrix.workloads import (
     parse_workload,
     random_ranges,
 )
-from dpcube.progress import step
-from dpcube.release.cells import CellRelease
-from dpcube.schema import Schema
 from experiments.leaderboard import coarsen
 
 

@@ -28,7 +28,7 @@ from dpcube.mechanisms.matrix import lsa as lsa_module
 from dpcube.mechanisms.matrix.bound import svdb
 from dpcube.mechanisms.matrix.scaling import generalized_lsa, separated_lsa
 from dpcube.mechanisms.matrix.strategies import hierarchical, kron
-from dpcube.mechanisms.matrix.workloads import (
+from dpcube.workloads import (
     allrange,
     allrange_gram_1d,
     marginal_ranges,

@@ -44,7 +44,7 @@ from dpcube.mechanisms.matrix.optimize import (
     pidentity_objective,
     sparse_pidentity_objective,
 )
-from dpcube.mechanisms.matrix.workloads import allrange_gram_1d, parse_workload
+from dpcube.workloads import allrange_gram_1d, parse_workload
 
 #: The issue's reference table: HDMM's error (pure ε-DP, Laplace, ε = 1).
 HDMM = {

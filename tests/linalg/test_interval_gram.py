@@ -13,7 +13,7 @@ from dpcube.mechanisms.matrix.optimize import (
     optimized_strategy,
     pidentity_objective,
 )
-from dpcube.mechanisms.matrix.workloads import from_boxes, parse_workload
+from dpcube.workloads import from_boxes, parse_workload
 
 
 def _random_intervals(rng: np.random.Generator, n: int, q: int) -> np.ndarray:

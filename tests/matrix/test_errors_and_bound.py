@@ -27,7 +27,7 @@ from dpcube.mechanisms.matrix.strategies import (
     variable_agnostic_optimal,
     wavelet,
 )
-from dpcube.mechanisms.matrix.workloads import (
+from dpcube.workloads import (
     allpredicate,
     allrange,
     allrange_gram_1d,

@@ -9,7 +9,7 @@ from dpcube.linalg import Explicit, Identity
 from dpcube.mechanisms.matrix.bound import gaussian_error, svdb
 from dpcube.mechanisms.matrix.lsa import lsa
 from dpcube.mechanisms.matrix.strategies import hierarchical, kron, wavelet
-from dpcube.mechanisms.matrix.workloads import (
+from dpcube.workloads import (
     allpredicate,
     allrange,
     allrange_gram_1d,

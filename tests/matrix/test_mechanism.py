@@ -17,11 +17,11 @@ from dpcube.linalg import Explicit, least_squares
 from dpcube.mechanisms.matrix.bound import P, gaussian_error, laplace_error, svdb
 from dpcube.mechanisms.matrix.mechanism import MatrixMechanism, make_strategy
 from dpcube.mechanisms.matrix.strategies import hierarchical
-from dpcube.mechanisms.matrix.workloads import allrange, allrange_rows_1d, load_workload_file
 from dpcube.privacy.random import NO_NOISE, resolve_random_state
 from dpcube.privacy.samplers import snapped_gaussian, snapped_laplace
 from dpcube.release.base import load_release
 from dpcube.schema import Schema
+from dpcube.workloads import allrange, allrange_rows_1d, load_workload_file
 
 DRAWS = 20_000
 
@@ -198,7 +198,7 @@ def test_replace_neighbour_sensitivity_bounds_brute_force() -> None:
 def test_marginal_workload_grams_match_explicit_rows() -> None:
     import itertools
 
-    from dpcube.mechanisms.matrix.workloads import marginal_ranges, marginals, parse_workload
+    from dpcube.workloads import marginal_ranges, marginals, parse_workload
 
     dims = (3, 4)
     ones = [np.ones((1, d)) for d in dims]
@@ -256,7 +256,7 @@ def test_release_accepts_every_schema_workload_spec_plan_accepts(spec: str) -> N
 
 
 def test_schema_workload_spec_without_a_schema_is_refused_clearly() -> None:
-    from dpcube.mechanisms.matrix.workloads import resolve_workload
+    from dpcube.workloads import resolve_workload
 
     with pytest.raises(QueryError, match="takes its grid from the schema"):
         resolve_workload("upto:2")

@@ -36,7 +36,8 @@ from dpcube.mechanisms.matrix.optimize import (
     union_weights,
 )
 from dpcube.mechanisms.matrix.plan import plan
-from dpcube.mechanisms.matrix.workloads import (
+from dpcube.privacy import NO_NOISE
+from dpcube.workloads import (
     Workload,
     allrange,
     allrange_gram_1d,
@@ -45,7 +46,6 @@ from dpcube.mechanisms.matrix.workloads import (
     marginals,
     prefix,
 )
-from dpcube.privacy import NO_NOISE
 
 
 def test_pidentity_gradient_matches_finite_differences() -> None:

@@ -6,8 +6,8 @@ import pytest
 
 from dpcube.mechanisms.matrix.bound import svdb
 from dpcube.mechanisms.matrix.plan import plan
-from dpcube.mechanisms.matrix.workloads import allrange
 from dpcube.privacy.samplers import gaussian_sigma
+from dpcube.workloads import allrange
 
 
 def test_plan_errors_and_recommendation() -> None:

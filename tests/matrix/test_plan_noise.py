@@ -9,7 +9,7 @@ import pytest
 
 from dpcube.mechanisms.matrix.mechanism import MatrixMechanism, make_strategy
 from dpcube.mechanisms.matrix.plan import gaussian_wins_b3, plan
-from dpcube.mechanisms.matrix.workloads import resolve_workload
+from dpcube.workloads import resolve_workload
 
 
 def test_plan_compares_gaussian_and_laplace_per_strategy() -> None:

@@ -11,7 +11,7 @@ from dpcube.linalg import Identity
 from dpcube.mechanisms.matrix.bound import gaussian_error, svdb
 from dpcube.mechanisms.matrix.lsa import lsa
 from dpcube.mechanisms.matrix.scaling import generalization_blocks, generalized_lsa, separated_lsa
-from dpcube.mechanisms.matrix.workloads import (
+from dpcube.workloads import (
     allrange,
     allrange_gram_1d,
     marginal_ranges,

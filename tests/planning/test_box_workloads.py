@@ -18,9 +18,9 @@ from dpcube.mechanisms.matrix import optimize
 from dpcube.mechanisms.matrix.mechanism import MatrixMechanism, make_strategy
 from dpcube.mechanisms.matrix.optimize import opt_kron_boxes
 from dpcube.mechanisms.matrix.plan import plan as matrix_plan
-from dpcube.mechanisms.matrix.workloads import Workload, box_gram, from_boxes
 from dpcube.planning import AutoMechanism, plan_mechanisms
 from dpcube.schema import Schema
+from dpcube.workloads import Workload, box_gram, from_boxes
 from experiments.leaderboard import grid_schema
 
 
@@ -219,7 +219,7 @@ def test_box_grid_too_large_is_refused_in_one_line() -> None:
 
 
 def test_random_range_spec_on_a_large_grid_names_the_alternative() -> None:
-    from dpcube.mechanisms.matrix.workloads import parse_workload
+    from dpcube.workloads import parse_workload
 
     with pytest.raises(QueryError, match="query file") as info:
         parse_workload("random-range:100:256x256")

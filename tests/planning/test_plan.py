@@ -14,11 +14,11 @@ import pytest
 
 import dpcube
 from dpcube import Histogram, Schema
-from dpcube.mechanisms.matrix.workloads import all_intervals, attribute_queries, from_boxes
 from dpcube.mechanisms.privelet.mechanism import PriveletPlus, PriveletVariance
 from dpcube.planning import Candidate, MechanismPlan, plan_mechanisms
 from dpcube.planning.errors import privelet_coefficient_variance
 from dpcube.privacy import NO_NOISE
+from dpcube.workloads import all_intervals, attribute_queries, from_boxes
 
 
 def line(n: int) -> Schema:
@@ -261,8 +261,8 @@ def test_privelet_error_with_a_hierarchy_equals_its_variance_model() -> None:
 
 
 def test_marginal_workloads_are_listed_as_their_cells() -> None:
-    from dpcube.mechanisms.matrix.workloads import parse_workload
     from dpcube.planning.workload import workload_boxes
+    from dpcube.workloads import parse_workload
 
     for spec in ("marginals:1:3x2x4", "marginals:2:3x2x4", "marginals:0:3x2"):
         w = parse_workload(spec)

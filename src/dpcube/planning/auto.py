@@ -25,12 +25,12 @@ from typing import Any, ClassVar
 
 from dpcube.errors import DataError, QueryError
 from dpcube.mechanisms.base import Mechanism, SensitivityClaim
-from dpcube.mechanisms.matrix.workloads import Workload
 from dpcube.mechanisms.params import ParamSpec
 from dpcube.privacy.ledger import BudgetLedger, RequestedTotal
 from dpcube.privacy.random import RandomSource
 from dpcube.release.base import Release, ReleaseMetadata
 from dpcube.schema import Schema
+from dpcube.workloads import Workload
 
 
 def _names(value: Sequence[str] | str | None) -> tuple[str, ...] | None:

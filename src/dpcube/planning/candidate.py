@@ -10,7 +10,7 @@ from typing import Any
 
 from dpcube import registry
 from dpcube.errors import QueryError
-from dpcube.mechanisms.matrix.workloads import Workload
+from dpcube.workloads import Workload
 
 BASES = ("exact", "benchmark", "not-applicable")
 

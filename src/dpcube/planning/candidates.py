@@ -17,7 +17,6 @@ import numpy as np
 from dpcube.errors import DPCubeError, QueryError
 from dpcube.linalg.boxes import BoxGram
 from dpcube.linalg.operators import Kronecker
-from dpcube.mechanisms.matrix.workloads import Workload
 from dpcube.planning.benchmarks import benchmark_candidates
 from dpcube.planning.candidate import Candidate
 from dpcube.planning.errors import (
@@ -35,6 +34,7 @@ from dpcube.planning.workload import workload_boxes
 from dpcube.privacy.neighbours import Neighbour
 from dpcube.privacy.samplers import gaussian_sigma
 from dpcube.schema import Schema, Spatial
+from dpcube.workloads import Workload
 
 NAN = float("nan")
 
@@ -59,7 +59,7 @@ def _box_sizes(w: Workload) -> np.ndarray | None:
 def largest_query_cells(w: Workload) -> int | None:
     """Cells of the workload's largest query, when its queries are 0/1 boxes of a known kind.
 
-    >>> from dpcube.mechanisms.matrix.workloads import parse_workload
+    >>> from dpcube.workloads import parse_workload
     >>> largest_query_cells(parse_workload("allrange:4x4")), largest_query_cells(parse_workload("marginals:1:2x8"))
     (16, 8)
     """

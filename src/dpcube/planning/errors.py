@@ -65,7 +65,7 @@ def kron_trace(gram: LinearOperator, factors: Sequence[Factor]) -> float:
     """``tr(G (⊗ᵢ Cᵢ))`` for a workload Gram G (a Kronecker product, a sum of them, or any
     operator on a small grid) and per-axis symmetric factors ``Cᵢ`` (``None`` = identity).
 
-    >>> from dpcube.mechanisms.matrix.workloads import allrange, marginals
+    >>> from dpcube.workloads import allrange, marginals
     >>> kron_trace(allrange((3, 2)).gram, [None, None]) == 10 * 4
     True
     >>> kron_trace(marginals(1, (2, 3)).gram, [None, None])  # 5 cells of marginals, each sums 3 or 2

@@ -142,7 +142,7 @@ def plan_mechanisms(
     """Compare every mechanism whose error on ``workload`` can be computed before seeing the data.
 
     ``workload``: a spec string, a query file, a list of query dicts or a
-    :class:`~dpcube.mechanisms.matrix.workloads.Workload` (see :mod:`dpcube.planning.workload`).
+    :class:`~dpcube.workloads.Workload` (see :mod:`dpcube.planning.workload`).
     ``mechanisms``: registry names to consider (default: all). ``neighbour``: the neighbour notion
     every candidate is calibrated to (the same for all, so the errors are comparable).
     ``strategies``: the matrix-mechanism strategies to try (default: every applicable one).

@@ -3,15 +3,15 @@
 :func:`resolve_planning_workload` accepts everything ``dpcube plan`` documents:
 
 - the matrix-mechanism specs (``allrange:1024``, ``prefix:64x64``, ``marginals:2:8x8x8``,
-  ``random-range:1000:32x32``, ... see :mod:`dpcube.mechanisms.matrix.workloads`);
+  ``random-range:1000:32x32``, ... see :mod:`dpcube.workloads`);
 - the same kinds without the grid, taken from the schema: ``allrange``, ``prefix``,
   ``marginals:K`` (one axis per attribute);
 - ``upto:K`` (alias ``queries:K``): every query the schema's attributes allow, on at most K
   attributes at a time (ranges of an ordinal attribute, rectangles of a spatial one, a category or
   the total of a nominal one, every node of a hierarchy), each query counted once
-  (:func:`~dpcube.mechanisms.matrix.workloads.attribute_queries`);
+  (:func:`~dpcube.workloads.attribute_queries`);
 - a JSON/CSV file of queries (as ``Release.answer`` takes them), a list of query dicts, or a
-  :class:`~dpcube.mechanisms.matrix.workloads.Workload`.
+  :class:`~dpcube.workloads.Workload`.
 
 A ``group-sizes`` workload (census group-size tables, Fioretto et al.) has no Gram matrix: its
 error depends on the data, and only benchmark figures can be given (:data:`GROUP_SIZES`).
@@ -26,12 +26,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpcube.errors import QueryError
-from dpcube.mechanisms.matrix.workloads import (
+from dpcube.schema import Schema
+from dpcube.workloads import (
     Workload,
     all_intervals,
     resolve_workload,
 )
-from dpcube.schema import Schema
 
 #: The workload name of census group-size tables (no Gram matrix; benchmark figures only).
 GROUP_SIZES = "group-sizes"
@@ -39,7 +39,7 @@ GROUP_SIZES = "group-sizes"
 
 def resolve_planning_workload(workload: Any, schema: Schema | None = None) -> Workload:
     """The :class:`Workload` a spec, file, query list or Workload names (module docstring): the
-    matrix mechanism's own parser (:func:`~dpcube.mechanisms.matrix.workloads.resolve_workload`,
+    matrix mechanism's own parser (:func:`~dpcube.workloads.resolve_workload`,
     so ``dpcube release --mechanism matrix --workload`` accepts the same specs), plus the
     ``group-sizes`` refusal and a check that the workload covers the schema's grid."""
     if isinstance(workload, str) and workload.strip().split(":")[0].lower() == GROUP_SIZES:
@@ -66,7 +66,7 @@ def workload_boxes(w: Workload) -> NDArray[np.int64] | None:
     """The workload's queries as boxes (q, axes, 2): its own, or those of an allrange / prefix
     spec of at most :data:`MAX_LISTED_QUERIES` queries; None otherwise.
 
-    >>> from dpcube.mechanisms.matrix.workloads import parse_workload
+    >>> from dpcube.workloads import parse_workload
     >>> workload_boxes(parse_workload("prefix:3")).tolist()
     [[[0, 0]], [[0, 1]], [[0, 2]]]
     """

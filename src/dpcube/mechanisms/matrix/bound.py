@@ -5,7 +5,7 @@ Props. 2.2-2.4, Eqs. 1 and 4, and Sec. 3 (Thm 3.3, Cor 3.1). All
 error functions return the value with ``P(ε,δ) = 1`` unless a factor is passed: ratios to the
 bound never depend on it.
 
->>> from dpcube.mechanisms.matrix.workloads import allrange
+>>> from dpcube.workloads import allrange
 >>> round(svdb(allrange((4,)).gram), 8)
 16.31224283
 >>> round(P(1.0, 1e-4), 4)

@@ -33,7 +33,7 @@ import numpy as np
 
 from dpcube.errors import DPCubeError
 from dpcube.mechanisms.matrix.strategies import Strategy, build_strategy
-from dpcube.mechanisms.matrix.workloads import Workload
+from dpcube.workloads import Workload
 
 #: Strategies kept in memory (least recently used dropped first).
 MEMORY_ENTRIES = 16
@@ -49,7 +49,7 @@ _memory: OrderedDict[str, Strategy] = OrderedDict()
 def workload_fingerprint(w: Workload) -> str | None:
     """A string that identifies the workload's queries (module docstring), or None.
 
-    >>> from dpcube.mechanisms.matrix.workloads import from_boxes, parse_workload
+    >>> from dpcube.workloads import from_boxes, parse_workload
     >>> workload_fingerprint(parse_workload("allrange:4x4"))
     'spec:allrange:4x4'
     >>> workload_fingerprint(from_boxes([[[0, 1]]], (4,)))[:6]

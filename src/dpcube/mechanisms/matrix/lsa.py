@@ -27,7 +27,7 @@ never a matrix inversion per candidate). The simultaneous splits of a pass updat
 one rank-2r Woodbury step (:class:`_PendingSplit`, O(n²r)); ``X⁻¹`` is recomputed by Cholesky once
 per accepted level to avoid drift.
 
->>> from dpcube.mechanisms.matrix.workloads import allrange_gram_1d
+>>> from dpcube.workloads import allrange_gram_1d
 >>> r = lsa(allrange_gram_1d(4), (4,))
 >>> r.levels_count, r.rows_count, r.distinct_count, round(r.error, 6)
 (3, 9, 7, 16.909091)

@@ -43,13 +43,6 @@ from dpcube.mechanisms.matrix.strategies import (
     kron,
     wavelet,
 )
-from dpcube.mechanisms.matrix.workloads import (
-    Workload,
-    allrange,
-    marginal_range_parts,
-    parse_dims,
-    resolve_workload,
-)
 from dpcube.mechanisms.params import ParamSpec
 from dpcube.privacy.neighbours import Neighbour
 from dpcube.privacy.random import NO_NOISE, RandomSource
@@ -58,6 +51,13 @@ from dpcube.release.base import ReleaseMetadata
 from dpcube.release.cells import CellRelease
 from dpcube.release.variance import VarianceModel
 from dpcube.schema import Schema
+from dpcube.workloads import (
+    Workload,
+    allrange,
+    marginal_range_parts,
+    parse_dims,
+    resolve_workload,
+)
 
 #: Strategy names the mechanism and ``dpcube plan`` know.
 STRATEGIES = (

@@ -773,7 +773,7 @@ def interval_form(workload: Any) -> IntervalGram | None:
     dense GEMM runs many times faster per flop than the gathers): Prefix(4096) (q = n) and
     DPBench's 2,000 random ranges qualify, AllRange(1024) (q = n(n+1)/2) does not.
 
-    >>> from dpcube.mechanisms.matrix.workloads import parse_workload
+    >>> from dpcube.workloads import parse_workload
     >>> interval_form(parse_workload("prefix:4096")).queries, interval_form(parse_workload("allrange:1024"))
     (4096, None)
     """

@@ -31,9 +31,9 @@ from dpcube.linalg.solve import GramSolver
 from dpcube.mechanisms.matrix.bound import svdb
 from dpcube.mechanisms.matrix.mechanism import MAX_DENSE_CELLS, MatrixMechanism, make_strategy
 from dpcube.mechanisms.matrix.optimize import gaussian_optimum, kron_terms
-from dpcube.mechanisms.matrix.workloads import Workload
 from dpcube.privacy.ledger import validate_privacy
 from dpcube.privacy.samplers import gaussian_sigma
+from dpcube.workloads import Workload
 
 #: LSA runs in ``dpcube plan`` only up to this many cells (it is O(k n³)).
 MAX_LSA_CELLS = 1024

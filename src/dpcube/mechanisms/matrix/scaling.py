@@ -133,7 +133,7 @@ def generalized_lsa(
     is the lifted phase-1 rows, every block's identity and levels, and the Thm 3.1 repair rows
     ``sqrt(Δ_j)·e_j`` that make it column-uniform.
 
-    >>> from dpcube.mechanisms.matrix.workloads import allrange
+    >>> from dpcube.workloads import allrange
     >>> w = allrange((8, 8))
     >>> r = generalized_lsa(w.gram.dense(), (8, 8))
     >>> r.blocks, r.m, len(r.phase2)

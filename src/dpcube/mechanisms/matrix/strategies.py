@@ -275,7 +275,7 @@ def build_strategy(spec: Mapping[str, Any], name: str | None = None) -> Strategy
     elif kind == "stack":
         out = stack([build_strategy(p) for p in spec["parts"]])
     elif kind == "eigen":
-        from dpcube.mechanisms.matrix.workloads import workload_from_dict
+        from dpcube.workloads import workload_from_dict
 
         w = workload_from_dict(spec["workload"])
         out = eigen(w.gram, spec["workload"])

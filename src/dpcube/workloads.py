@@ -690,7 +690,7 @@ def load_workload_file(path: str | Path, schema: Schema) -> Workload:
 
 def attribute_family(attribute: Attribute) -> str:
     """The query family token of one attribute (see
-    :func:`~dpcube.mechanisms.matrix.workloads.parse_families`).
+    :func:`~dpcube.workloads.parse_families`).
 
     >>> attribute_family(Ordinal.from_range("age", 0, 9, 1))
     'r10'
