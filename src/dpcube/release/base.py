@@ -67,7 +67,7 @@ from dpcube.release.marks import (
     written_sha256,
 )
 from dpcube.release.views import ReportPart
-from dpcube.schema import Box, BoxedQueries, BoxedQuery, Schema
+from dpcube.schema import Box, BoxedQueries, BoxedQuery, Interval, Schema, has_set
 
 MANIFEST = "manifest.json"
 REPORT = "report.md"
@@ -471,6 +471,34 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+@dataclass(frozen=True)
+class SetParts:
+    """Queries some of which select sets of categories (``{"attr": {"in": [...]}}``), each as
+    the disjoint queries whose answers it sums (:meth:`Release.set_parts`).
+
+    A set query is one linear query: its answer is the sum of its parts' answers, but its
+    variance is *not* the sum of theirs where their noises are correlated; each kind's
+    ``variance_many`` and bound work it out from the whole selection (``selections``).
+    """
+
+    #: The parts of every query, one query after another (a query without a set is one part).
+    parts: Sequence[Mapping[str, Any]]
+    #: The index in ``parts`` of each query's first part.
+    starts: NDArray[np.intp]
+    #: Per query, the cells it selects as disjoint intervals per axis (their product);
+    #: None for a kind without a schema (census regions).
+    selections: tuple[tuple[tuple[Interval, ...], ...], ...] | None = None
+
+    def sum(self, values: Any) -> NDArray[np.float64]:
+        """Each query's total of ``values`` (one per part; (runs, parts) gives (runs, q))."""
+        return np.add.reduceat(np.asarray(values, dtype=np.float64), self.starts, axis=-1)
+
+    def owners(self) -> NDArray[np.intp]:
+        """The query each part belongs to."""
+        counts = np.diff(np.append(self.starts, len(self.parts)))
+        return np.repeat(np.arange(len(self.starts)), counts)
+
+
 class Release(ABC):
     """The answer-giving result of a mechanism. Subclasses say how tables answer queries."""
 
@@ -504,6 +532,32 @@ class Release(ABC):
         return np.array([schema.box(q) for q in queries], dtype=np.int64).reshape(
             len(queries), -1, 2
         )
+
+    def set_parts(self, queries: Sequence[Mapping[str, Any]]) -> SetParts | None:
+        """``queries`` as the disjoint boxes they sum (:class:`SetParts`) when one of them
+        selects a set of categories; None when none does (each query is then one box). A
+        hierarchy node in a set counts as its leaves; a set naming a category twice is refused
+        (:meth:`dpcube.schema.Nominal.members`)."""
+        import itertools
+
+        if isinstance(queries, BoxedQueries) or not any(has_set(q) for q in queries):
+            return None
+        if self.schema is None:
+            raise QueryError(f"a {self.kind!r} release answers no set of categories")
+        parts: list[BoxedQuery] = []
+        starts: list[int] = []
+        selections = []
+        for i, query in enumerate(queries):
+            try:
+                runs = self.schema.box_set(query)
+            except DPCubeError as exc:
+                raise QueryError(f"queries[{i}]: {exc}") from None
+            starts.append(len(parts))
+            selections.append(runs)
+            parts.extend(
+                BoxedQuery(query, np.array(box, dtype=np.int64)) for box in itertools.product(*runs)
+            )
+        return SetParts(parts, np.array(starts, dtype=np.intp), tuple(selections))
 
     def answer(self, query: Mapping[str, Any]) -> float:
         """The released answer to one query."""
@@ -605,6 +659,8 @@ class Release(ABC):
         (:class:`~dpcube.schema.BoxedQueries`); a kind without a schema returns them as given
         unless it overrides this (census releases: region and size range)."""
         if self.schema is None or isinstance(queries, BoxedQueries):
+            return queries
+        if self.set_parts(queries) is not None:  # sums of boxes: each kind splits them itself
             return queries
         boxes = self.boxes(queries)
         listed = list(queries)
@@ -1080,6 +1136,7 @@ __all__ = [
     "Box",
     "Release",
     "ReleaseMetadata",
+    "SetParts",
     "box_sizes",
     "check_output_directory",
     "column_numpy",

@@ -48,6 +48,9 @@ class CellRelease(Release):
         return self._prefix
 
     def answer_many(self, queries: Sequence[Mapping[str, Any]]) -> NDArray[np.float64]:
+        split = self.set_parts(queries)
+        if split is not None:  # sets of categories: the sum of their disjoint boxes
+            return split.sum(self.answer_many(split.parts))
         boxes = self.boxes(queries)
         # A query of one cell (every row of a labelled table) is the cell itself, read directly
         # (no prefix sums, and the same figure whatever other queries come with it).
@@ -96,6 +99,10 @@ class CellRelease(Release):
     def variance_many(self, queries: Sequence[Mapping[str, Any]]) -> NDArray[np.float64]:
         if self.variance_model is None:
             return np.full(len(queries), np.nan)
+        split = self.set_parts(queries)
+        if split is not None:  # one linear query each: the covariances of its boxes count
+            assert split.selections is not None
+            return self.variance_model.selection_variance_many(split.selections)
         return self.variance_model.variance_many(self.boxes(queries))
 
     def report_parts(self, max_rows: int) -> tuple[ReportPart, ...]:

@@ -7,6 +7,7 @@ number of groups of size lo..hi in the region. Saved and loaded by the shared
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +17,7 @@ from numpy.typing import NDArray
 
 from dpcube.errors import QueryError, ReleaseError
 from dpcube.mechanisms.census.hierarchy import RegionHierarchy
-from dpcube.release.base import Release, ReleaseMetadata, column_numpy
+from dpcube.release.base import Release, ReleaseMetadata, SetParts, column_numpy
 from dpcube.release.views import ReportPart
 
 if TYPE_CHECKING:
@@ -137,11 +138,58 @@ class CensusRelease(Release):
 
     def parsed(self, queries: Sequence[Mapping[str, Any]]) -> Sequence[Mapping[str, Any]]:
         """The queries with their region and size range resolved once (:class:`CensusQueries`)."""
-        if isinstance(queries, CensusQueries):
+        if isinstance(queries, CensusQueries) or self.set_parts(queries) is not None:
             return queries
         return CensusQueries(queries, self._boxes(queries))
 
+    def set_parts(self, queries: Sequence[Mapping[str, Any]]) -> SetParts | None:
+        """Queries naming a set of regions ``{"region": {"in": [...]}}`` as one query per region
+        (their answers and noises add up: each region's figures carry their own noise). Regions
+        of a set must not overlap: a region and one of its ancestors are refused (the groups of
+        the smaller would be counted twice)."""
+        if isinstance(queries, CensusQueries):
+            return None
+        if not any(
+            isinstance(q, Mapping) and isinstance(q.get("region"), Mapping) for q in queries
+        ):
+            return None
+        parts: list[dict[str, Any]] = []
+        starts: list[int] = []
+        for i, query in enumerate(queries):
+            starts.append(len(parts))
+            region = query.get("region")
+            if not isinstance(region, Mapping):
+                parts.append(dict(query))
+                continue
+            listed = region.get("in")
+            if set(region) != {"in"} or not isinstance(listed, list) or not listed:
+                raise QueryError(
+                    f"queries[{i}]: a set of regions is {{'in': [region, ...]}}, got {region!r}"
+                )
+            indices = [self.hierarchy.region_index(str(name)) for name in listed]
+            for a, b in itertools.combinations(indices, 2):
+                if self._contains(a, b) or self._contains(b, a):
+                    raise QueryError(
+                        f"queries[{i}]: regions {self.hierarchy.names[a]!r} and "
+                        f"{self.hierarchy.names[b]!r} overlap (one contains the other, or they "
+                        "are the same); name each region once"
+                    )
+            parts.extend({**query, "region": self.hierarchy.names[r]} for r in indices)
+        return SetParts(parts, np.array(starts, dtype=np.intp))
+
+    def _contains(self, ancestor: int, region: int) -> bool:
+        """Whether ``region`` is ``ancestor`` or lies inside it."""
+        parent = self.hierarchy.parent
+        while region >= 0:
+            if region == ancestor:
+                return True
+            region = int(parent[region])
+        return False
+
     def answer_many(self, queries: Sequence[Mapping[str, Any]]) -> NDArray[np.float64]:
+        split = self.set_parts(queries)
+        if split is not None:
+            return split.sum(self.answer_many(split.parts))
         r, lo, hi = self._boxes(queries).T
         return (self._cum[r, hi] - self._cum[r, lo - 1]).astype(np.float64)
 
@@ -153,6 +201,9 @@ class CensusRelease(Release):
     ) -> NDArray[np.float64]:
         """The (runs, q) answers of census ``replicates`` in one pass: their cumulative counts
         stacked, each query's two columns read for every replicate at once."""
+        split = self.set_parts(queries)
+        if split is not None:
+            return split.sum(self.replicate_answers(replicates, split.parts, keep_bytes))
         if not all(isinstance(rep, CensusRelease) for rep in replicates):
             return super().replicate_answers(replicates, queries, keep_bytes)
         r, lo, hi = self._boxes(queries).T
@@ -189,6 +240,9 @@ class CensusRelease(Release):
         measurement = noise.get("measurement")
         if not isinstance(per_level, list) or measurement not in ("group_sizes", "cumulative"):
             return np.full(len(queries), np.nan)
+        split = self.set_parts(queries)
+        if split is not None:  # regions that do not overlap: independent noises
+            return split.sum(self.variance_many(split.parts))
         r, lo, hi = self._boxes(queries).T
         cells = hi - lo + 1 if measurement == "group_sizes" else np.where(lo == 1, 1, 2)
         level_variance = np.asarray(per_level, dtype=np.float64)[
@@ -250,6 +304,10 @@ class CensusRelease(Release):
         per_level = np.asarray(noise["cell_variance"], dtype=np.float64)
         cumulative = noise["measurement"] == "cumulative"
         m = self.measurements.astype(np.float64)
+        split = self.set_parts(queries)
+        owners = None
+        if split is not None:  # a set of regions: the sum of their (independent) measurements
+            owners, queries = split.owners(), split.parts
         q = len(queries)
         r, lo, hi = self._boxes(queries).T
         multiplicity = np.zeros((q, len(per_level)))
@@ -262,8 +320,15 @@ class CensusRelease(Release):
             running = np.concatenate([np.zeros((m.shape[0], 1)), np.cumsum(m, axis=1)], axis=1)
             estimate = running[r, hi] - running[r, lo - 1]
             multiplicity[np.arange(q), level_of] = hi - lo + 1
-        t = discrete_laplace_sum_point(multiplicity, per_level, (1.0 - level) / 2.0)
         answers = self.answer_many(queries)
+        if split is not None and owners is not None:
+            # one sum of independent discrete Laplace noises per query: the multiplicities add
+            q = len(split.starts)
+            estimate, answers = split.sum(estimate), split.sum(answers)
+            summed = np.zeros((q, len(per_level)))
+            np.add.at(summed, owners, multiplicity)
+            multiplicity = summed
+        t = discrete_laplace_sum_point(multiplicity, per_level, (1.0 - level) / 2.0)
         lower = np.clip(np.minimum(estimate - t, answers), 0.0, self.groups)
         upper = np.clip(np.maximum(estimate + t, answers), 0.0, self.groups)
         reason = (

@@ -26,7 +26,7 @@ from dpcube.errors import QueryError, ReleaseError
 from dpcube.mechanisms.datacube.consistency import l2_variance
 from dpcube.mechanisms.datacube.geometry import CubeGeometry
 from dpcube.mechanisms.datacube.lattice import bits, is_subset, rollup, shape
-from dpcube.release.base import Release, ReleaseMetadata, column_numpy
+from dpcube.release.base import Release, ReleaseMetadata, SetParts, column_numpy
 from dpcube.release.cells import box_sums, prefix_sums
 from dpcube.release.views import ReportPart, ReportSection, ReportTable
 from dpcube.schema import Schema
@@ -182,6 +182,14 @@ class CuboidRelease(Release):
     # -- answering ---------------------------------------------------------------------------
     def _resolve(self, box: Sequence[tuple[int, int]]) -> tuple[int, dict[int, int]]:
         """The constrained dimensions' cell counts, and the published cuboid that answers best."""
+        return self._resolve_selection(tuple(((lo, hi),) for lo, hi in box))
+
+    def _resolve_selection(
+        self, selection: Sequence[Sequence[tuple[int, int]]]
+    ) -> tuple[int, dict[int, int]]:
+        """:meth:`_resolve` for a selection: disjoint intervals per schema axis (a set of
+        categories has several on its axis). Which cuboid answers, and the variance, depend on
+        each dimension's number of selected cells only, not on where they lie."""
         geo = self.geometry
         selected: dict[int, int] = {}
         constrained = 0
@@ -189,8 +197,7 @@ class CuboidRelease(Release):
             axes = geo.schema_axes(1 << i)
             count = 1
             for axis in axes:
-                lo, hi = box[axis]
-                count *= hi - lo + 1
+                count *= sum(hi - lo + 1 for lo, hi in selection[axis])
             if count < geo.lattice.cards[i]:
                 constrained |= 1 << i
             selected[i] = count
@@ -240,7 +247,30 @@ class CuboidRelease(Release):
             out.append((members, mask, selected))
         return out
 
+    def _answer_sets(self, split: SetParts) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """Answers and variances of set queries, each from the one cuboid that answers its
+        whole selection: the sum of its disjoint boxes there, and the exact variance of that sum
+        (:meth:`_box_variance` of the selection's cell counts: the cells of a cuboid are
+        exchangeable under its noise and consistency, so the variance depends on the counts)."""
+        assert split.selections is not None
+        answers = np.empty(len(split.selections))
+        variances = np.empty(len(split.selections))
+        ends = np.append(split.starts, len(split.parts))
+        for k, selection in enumerate(split.selections):
+            mask, selected = self._resolve_selection(selection)
+            boxes = self.boxes(split.parts[ends[k] : ends[k + 1]])
+            axes = self.geometry.schema_axes(mask)
+            if axes:
+                answers[k] = float(np.sum(box_sums(self._prefix_of(mask), boxes[:, axes, :])))
+            else:
+                answers[k] = float(self._cuboids[mask])
+            variances[k] = self._box_variance(mask, selected)
+        return answers, variances
+
     def answer_many(self, queries: Sequence[Mapping[str, Any]]) -> NDArray[np.float64]:
+        split = self.set_parts(queries)
+        if split is not None:
+            return self._answer_sets(split)[0]
         boxes = self.boxes(queries)
         out = np.empty(len(queries), dtype=np.float64)
         for members, mask, _ in self._groups(boxes):
@@ -319,6 +349,9 @@ class CuboidRelease(Release):
         )
 
     def variance_many(self, queries: Sequence[Mapping[str, Any]]) -> NDArray[np.float64]:
+        split = self.set_parts(queries)
+        if split is not None:
+            return self._answer_sets(split)[1]
         boxes = self.boxes(queries)
         out = np.empty(len(queries), dtype=np.float64)
         for members, mask, selected in self._groups(boxes):
