@@ -782,11 +782,13 @@ class Release(ABC):
         schema = self.schema
         if schema is None:
             return 0
-        box = schema.box(where)
+        runs = schema.box_set(where)
         rows = 1
         for name in schema.names if cuboid is None else cuboid:
             if name in schema.names:
-                rows *= math.prod(hi - lo + 1 for lo, hi in box[schema.axis_slice(name)])
+                rows *= math.prod(
+                    sum(hi - lo + 1 for lo, hi in axis) for axis in runs[schema.axis_slice(name)]
+                )
         return rows
 
     def explorer_view(self) -> dict[str, Any]:

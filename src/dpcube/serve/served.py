@@ -32,7 +32,7 @@ from dpcube.release.base import (
     publication_warning,
 )
 from dpcube.release.formats import answers_json, json_ready
-from dpcube.schema import BoxedQueries, Nominal, Ordinal, Schema, Spatial
+from dpcube.schema import BoxedQueries, Nominal, Ordinal, Schema, Spatial, has_set
 
 #: The report file served when the manifest names none (``dpcube report`` writes it).
 REPORT_HTML = "report.html"
@@ -292,7 +292,8 @@ class ServedRelease:
         has a schema, resolved to their boxes at once (:class:`QueryResolver`, handed on as
         :class:`dpcube.schema.BoxedQueries`: the release reads the box array and builds no
         query dict)."""
-        if self.release.schema is None:
+        if self.release.schema is None or any(has_set(q) for q in queries):
+            # census queries, and sets of categories (sums of boxes the release splits itself)
             for i, query in enumerate(queries):
                 if not isinstance(query, Mapping):
                     raise QueryError(f"queries[{i}] must be an object {{attribute: constraint}}")
