@@ -183,7 +183,8 @@ def test_query_json_contract_and_group_by(
     assert code == 0
     lines = out.strip().splitlines()
     assert lines[0].split() == ["sex", "income", "estimate", "lower", "upper"]
-    assert len(lines) == 1 + 4 + 1  # header, 2 x 2 rows, the line saying what lower/upper are
+    assert len(lines) == 1 + 4 + 2  # header, 2 x 2 rows, "4 rows", what lower/upper are
+    assert lines[5] == "4 rows"
     code, out, _ = run(
         capsys, "query", str(tmp_path / "r"), "--group-by", "sex", "--where", "age=0..1", "--json"
     )

@@ -390,7 +390,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     from dpcube.cli.export import check_level, format_table
     from dpcube.query_text import split_names
     from dpcube.release.base import load_release, publication_warning
-    from dpcube.release.formats import answer_json, table_json
+    from dpcube.release.formats import answer_json, precision_for, table_json
 
     level = check_level(args.level)
     release = load_release(args.release)
@@ -415,7 +415,7 @@ def cmd_query(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps({**table_json(table), "covered": covered}))
         else:
-            print(format_table(table))
+            print(format_table(table, precision_for(release, args.full_precision)))
     else:
         from dpcube.release.uncertainty import format_answer
 
@@ -433,7 +433,7 @@ def cmd_query(args: argparse.Namespace) -> int:
                 result["covered"] = covered
             print(json.dumps(result))
         else:
-            print(format_answer(answer, u, 0))
+            print(format_answer(answer, u, 0, precision_for(release, args.full_precision)))
     if args.runs is not None or args.bootstrap_seed is not None:
         from dpcube.release.uncertainty import uncertainty_kind
 
@@ -459,8 +459,9 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 
 def cmd_budget(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.table import Table
+
+    from dpcube.progress import stdout_console
 
     ledger, _ = _ledger(args)
     if args.set_total is not None:
@@ -510,7 +511,7 @@ def cmd_budget(args: argparse.Namespace) -> int:
             )
         )
         return 0
-    console = Console()
+    console = stdout_console()
     console.print(f"data set: {ledger.dataset}\nledger:   {ledger.path}")
     console.print(
         f"epsilon: spent {spent.epsilon:.6g} of {total.epsilon:.6g}, [bold]{left.epsilon:.6g} left[/bold]"
@@ -697,6 +698,12 @@ def _add_query(sub: Any) -> None:
         help="trusted (default): exact noise intervals, or bounds valid on any data where the "
         "release has them; model: the model-based bootstrap interval (narrower, NOT trusted: it "
         "holds only as far as the data resembles the bootstrap's world)",
+    )
+    p.add_argument(
+        "--full-precision",
+        action="store_true",
+        help="print every digit of the answers (default: counts as whole numbers, each interval "
+        "rounded outward; --json always carries every digit)",
     )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_query)

@@ -577,46 +577,56 @@ def bootstrap_errors(
 # ------------------------------------------------------------------------------------------------
 
 
-def _fmt(x: float) -> str:
-    return f"{x:.6g}"
-
-
-def format_answer(answer: float, uncertainty: Uncertainty, i: int) -> str:
-    """One line for answer ``i``: the value with its interval, labelled for what it is.
+def format_answer(
+    answer: float, uncertainty: Uncertainty, i: int, precision: str = "significant"
+) -> str:
+    """One line for answer ``i``: the value with its interval, labelled for what it is, in
+    ``precision`` (:data:`dpcube.release.formats.PRECISIONS`: ``"whole"`` writes counts as
+    whole numbers, the interval rounded outward, so that it still covers what it covered).
 
     >>> u = Uncertainty(np.array([5.0]), np.array([2.0]), np.array([2.0]), np.array([1.08]),
     ...     np.array([8.92]), np.zeros(1), "exact", "linear noise", 0.95)
     >>> format_answer(5.0, u, 0)
     '5 (95% interval 1.08 .. 8.92; exact noise sd 2)'
+    >>> format_answer(5.0, u, 0, "whole")
+    '5 (95% interval 1 .. 9; exact noise sd 2)'
     >>> n = Uncertainty(np.array([5.0]), *[np.full(1, np.nan)] * 5, "none", "no error estimate: x", 0.95)
     >>> format_answer(5.0, n, 0)
     '5 (no error estimate: x)'
     """
+    from dpcube.release.formats import format_number, format_spread
+
+    def _fmt(x: float, side: str = "") -> str:
+        return format_number(x, precision, side)
+
+    def _sd(x: float) -> str:
+        return format_spread(x, precision)
+
     pct = f"{100 * uncertainty.level:g}%"
     value = _fmt(float(answer))
     if uncertainty.kind == "bound":
         lo, hi = float(uncertainty.lower[i]), float(uncertainty.upper[i])
-        line = f"{value} ({pct} bound interval {_fmt(lo)} .. {_fmt(hi)}, valid on any data"
+        line = f"{value} ({pct} bound interval {_fmt(lo, 'lower')} .. {_fmt(hi, 'upper')}, valid on any data"
         noise = float(uncertainty.noise_sd[i])
         if np.isfinite(noise):
-            line += f"; noise sd {_fmt(noise)}, noise only, not the error"
+            line += f"; noise sd {_sd(noise)}, noise only, not the error"
         return line + ")"
     if uncertainty.kind == "exact":
         lo, hi, sd = (
             float(a[i]) for a in (uncertainty.lower, uncertainty.upper, uncertainty.stddev)
         )
-        return f"{value} ({pct} interval {_fmt(lo)} .. {_fmt(hi)}; exact noise sd {_fmt(sd)})"
+        return f"{value} ({pct} interval {_fmt(lo, 'lower')} .. {_fmt(hi, 'upper')}; exact noise sd {_sd(sd)})"
     if uncertainty.kind == "bootstrap":
         lo, hi, sd = (
             float(a[i]) for a in (uncertainty.lower, uncertainty.upper, uncertainty.stddev)
         )
         line = (
-            f"{value} ({pct} bootstrap interval {_fmt(lo)} .. {_fmt(hi)}; "
-            f"bootstrap error sd {_fmt(sd)}, {uncertainty.runs} runs"
+            f"{value} ({pct} bootstrap interval {_fmt(lo, 'lower')} .. {_fmt(hi, 'upper')}; "
+            f"bootstrap error sd {_sd(sd)}, {uncertainty.runs} runs"
         )
         noise = float(uncertainty.noise_sd[i])
         if np.isfinite(noise):
-            line += f"; noise sd {_fmt(noise)}, noise only, not the error"
+            line += f"; noise sd {_sd(noise)}, noise only, not the error"
         if not uncertainty.trusted(i):
             line += f"; {UNTRUSTED_NOTE}"
         return line + ")"
