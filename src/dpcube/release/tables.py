@@ -11,8 +11,8 @@ Columns, per attribute of the row's cell:
 
 then ``estimate`` (the release's answer for that row), ``stddev`` (the answer's error sd: the
 exact noise sd, or the bootstrap error), ``lower`` and ``upper`` (the interval at ``level``),
-``level`` (``confidence_level`` in a census table, whose ``level`` is the region's level in the
-hierarchy); and, where the error is not exact, ``noise_sd`` and ``error_kind`` ("bootstrap" or
+``level`` (the confidence level, in every kind's table: a census table names the region's
+level in the hierarchy ``region_level``); and, where the error is not exact, ``noise_sd`` and ``error_kind`` ("bootstrap" or
 "none"). The uncertainty is :func:`dpcube.release.uncertainty.answer_uncertainty`'s; the table's
 Arrow metadata (key ``dpcube``) records the release id, kind, level, error kind and its reason.
 
@@ -34,7 +34,7 @@ import numpy as np
 import pyarrow as pa
 from numpy.typing import NDArray
 
-from dpcube.errors import DomainTooLargeError, QueryError
+from dpcube.errors import DomainTooLargeError, QueryError, ReleaseError
 from dpcube.schema import (
     BoxedQueries,
     Nominal,
@@ -228,9 +228,12 @@ def rows_from_cells(
     columns["stddev"] = floats(u.stddev)
     columns["lower"] = floats(u.lower)
     columns["upper"] = floats(u.upper)
-    # a census table's hierarchy level is a label named "level": the confidence level then goes
-    # under "confidence_level" rather than overwrite it
-    columns["confidence_level" if "level" in columns else "level"] = np.full(n, float(level))
+    if "level" in columns:  # a kind's label may not take the interval's column
+        raise ReleaseError(
+            f"a {release.kind!r} release labels its rows with a column 'level', which every "
+            "labelled table keeps for the interval's confidence level"
+        )
+    columns["level"] = np.full(n, float(level))
     if u.kind != "exact":
         columns["noise_sd"] = floats(u.noise_sd)
         columns["error_kind"] = [str(u.kind)] * n

@@ -529,7 +529,7 @@ def census_section(release: Any, options: ReportOptions) -> str:
     base = 0
     spec = figures.bar_chart(
         size_names, u.answers[base : base + k], u.lower[base : base + k],
-        u.upper[base : base + k], xlabel="group size (persons)", ylabel="released groups",
+        u.upper[base : base + k], xlabel=f"group size ({release.size_label})", ylabel="released groups",
     )  # fmt: skip
     parts = [
         figure("fig-census-nation", f"Groups by size: {nation}", spec, caption),

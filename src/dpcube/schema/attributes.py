@@ -27,6 +27,8 @@ from dpcube.schema._common import (
     _name_list,
     _value_pair,
     default_max_cells,
+    split_edges,
+    stepped_edges,
 )
 from dpcube.schema.hierarchy import Hierarchy
 
@@ -183,7 +185,7 @@ class Ordinal:
                 f"attribute {name!r}: range [{lo:g}, {hi:g}] with width {width:g} gives {bins:,} bins, "
                 f"more than {_limit_source(limit)}; use a wider 'width' or a narrower 'range'"
             )
-        edges = tuple(lo + i * width for i in range(bins + 1))
+        edges = stepped_edges(lo, width, bins)
         return cls(name, edges, high=hi, high_inclusive=True, column=column, width=width)
 
     @classmethod
@@ -487,12 +489,8 @@ class Spatial:
         lat0, lon0, lat1, lon1 = self.bbox
         rows, cols = self.shape
         return (
-            BinScale.of_edges(
-                [lat0 + (lat1 - lat0) * i / rows for i in range(rows + 1)], lat1, True, False
-            ),
-            BinScale.of_edges(
-                [lon0 + (lon1 - lon0) * i / cols for i in range(cols + 1)], lon1, True, False
-            ),
+            BinScale.of_edges(split_edges(lat0, lat1, rows), lat1, True, False),
+            BinScale.of_edges(split_edges(lon0, lon1, cols), lon1, True, False),
         )
 
     def constraint(self, value: Any) -> tuple[Interval, ...]:

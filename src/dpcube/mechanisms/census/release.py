@@ -71,8 +71,13 @@ class CensusRelease(Release):
         private: bool = True,
         top_coded: bool = False,
         measurements: NDArray[np.int64] | None = None,
+        unit: str | None = None,
     ) -> None:
         super().__init__(None, metadata)
+        #: The name of the group (unit) column the sizes count records of, as the curator gave
+        #: it (``dpcube release --group-by``): what a table or figure calls a group; None when
+        #: not known (bare counts).
+        self.unit = unit
         self.hierarchy = hierarchy
         self.values = np.asarray(values, dtype=np.int64)
         #: The noisy measurements before post-processing (regions x sizes: the group sizes n~ or
@@ -97,6 +102,18 @@ class CensusRelease(Release):
     @property
     def max_size(self) -> int:
         return int(self.values.shape[1])
+
+    @property
+    def size_label(self) -> str:
+        """What a group's size counts, for tables and figures: ``records per <unit>``.
+
+        >>> from dpcube.mechanisms.census.hierarchy import RegionHierarchy
+        >>> h = RegionHierarchy.from_parents({"US": None})
+        >>> m = ReleaseMetadata("census-hierarchy", {}, 1.0, None, "add_remove")
+        >>> CensusRelease(m, h, np.zeros((1, 2)), 0, unit="tail_num").size_label
+        'records per tail_num'
+        """
+        return f"records per {self.unit or 'group'}"
 
     @property
     def table(self) -> Any:
@@ -359,7 +376,8 @@ class CensusRelease(Release):
         self, attributes: Sequence[str] | None = None, where: Mapping[str, Any] | None = None
     ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """Rows region x size (``attributes`` a subset of ``("region", "size")``), inside
-        ``where``: labels ``region``, ``level`` (1 = the root) and ``size``, one query per row."""
+        ``where``: labels ``region``, ``region_level`` (1 = the root) and ``size`` (records per
+        unit), one query per row. (``level`` is the interval's level in every labelled table.)"""
         names = ["region", "size"] if attributes is None else list(attributes)
         unknown = [n for n in names if n not in ("region", "size")]
         if unknown or len(set(names)) != len(names):
@@ -378,7 +396,7 @@ class CensusRelease(Release):
         if "region" in names:
             labels["region"] = [row["region"] for row in rows]
             level = {name: int(lv) for name, lv in zip(h.names, h.level, strict=True)}
-            labels["level"] = [level[row["region"]] for row in rows]
+            labels["region_level"] = [level[row["region"]] for row in rows]
         if "size" in names:
             labels["size"] = [row["size"] for row in rows]
         return labels, [{**where, **row} for row in rows]
@@ -401,6 +419,8 @@ class CensusRelease(Release):
                 ],
                 "max_size": int(self.max_size),
                 "top_coded": bool(self.top_coded),
+                "unit": self.unit,
+                "size_label": self.size_label,
             }
         }
 
@@ -440,6 +460,7 @@ class CensusRelease(Release):
             "max_size": self.max_size,
             "private": self.private,
             "top_coded": self.top_coded,
+            "unit": self.unit,
         }
 
     @classmethod
@@ -494,6 +515,7 @@ class CensusRelease(Release):
             private=bool(state.get("private", True)),
             top_coded=bool(state.get("top_coded", False)),
             measurements=measurements,
+            unit=state.get("unit") if isinstance(state.get("unit"), str) else None,
         )
 
     def report_lines(self) -> list[str]:

@@ -259,7 +259,7 @@
     const size = {
       name: "size",
       node: el("div", { className: "widget", "data-testid": "widget-size", "data-kind": "census-size" },
-        el("span", { className: "name", text: "group size (persons)" }), lo, document.createTextNode(" to "), hi,
+        el("span", { className: "name", text: `group size (${hierarchy.size_label || "records per group"})` }), lo, document.createTextNode(" to "), hi,
         el("span", { className: "hint", text: `1 .. ${k}${hierarchy.top_coded ? ` (the last, ${k}, counts groups of ${k} or more)` : ""}; the answer is a number of groups` })),
       constraint() {
         if (lo.value === "" && hi.value === "") return undefined;
