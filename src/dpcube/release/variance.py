@@ -7,6 +7,7 @@ with linear noise supplies one; register new kinds in :data:`dpcube.registry.VAR
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
@@ -24,7 +25,7 @@ Selection = tuple[tuple[tuple[int, int], ...], ...]
 
 def union_quadratic(
     runs: Sequence[tuple[int, int]],
-    interval_quadratic: Callable[[NDArray[np.int64]], NDArray[np.float64]],
+    interval_quadratic: Callable[[NDArray[np.int64]], Any],
 ) -> float:
     """``rᵀ M r`` for the indicator ``r`` of a union of disjoint intervals on one axis, from the
     quadratic form on single intervals alone (``interval_quadratic``: (m, 2) -> m).
@@ -61,7 +62,7 @@ def union_quadratic(
 
 def separable_variance(
     selections: Sequence[Selection],
-    axis_quadratic: Callable[[int, NDArray[np.int64]], NDArray[np.float64]],
+    axis_quadratic: Callable[[int, NDArray[np.int64]], Any],
     scale: float,
 ) -> NDArray[np.float64]:
     """``scale * Π_i r_iᵀ M_i r_i`` for noise covariance ``scale * ⊗_i M_i`` (one factor per
@@ -69,7 +70,7 @@ def separable_variance(
     out = np.full(len(selections), float(scale))
     for q, selection in enumerate(selections):
         for axis, runs in enumerate(selection):
-            out[q] *= union_quadratic(runs, lambda iv, axis=axis: axis_quadratic(axis, iv))
+            out[q] *= union_quadratic(runs, functools.partial(axis_quadratic, axis))
     return out
 
 
