@@ -323,6 +323,8 @@ def test_page_bin_arithmetic_matches_the_library(driver: Any, served_url: str, w
         assert scale["whole"] == attribute.scale.whole, attribute.name
     spatial = Spatial("loc", ("lat", "lon"), (33.7, -118.7, 34.4, -117.8), (1024, 7))
     lat, lon = spatial.scales
-    edges = "return window.dpcubeExplorer.gridEdges(arguments[0], arguments[1], arguments[2]);"
-    assert driver.execute_script(edges, 33.7, 34.4, 1024) == list(lat.edges)
-    assert driver.execute_script(edges, -118.7, -117.8, 7) == list(lon.edges)
+    edges = "return window.dpcubeExplorer.spatialEdges(arguments[0]);"
+    assert driver.execute_script(edges, attribute_info(spatial)) == [
+        list(lat.edges),
+        list(lon.edges),
+    ]

@@ -176,6 +176,8 @@ def attribute_info(attribute: Any) -> dict[str, Any]:
         lat0, lon0, lat1, lon1 = attribute.bbox
         info["lat_range"] = [lat0, lat1]
         info["lon_range"] = [lon0, lon1]
+        # the grid's edges as the library computes them (exactly from the bbox's decimals)
+        info["lat_edges"], info["lon_edges"] = (list(s.edges) for s in attribute.scales)
     return info
 
 

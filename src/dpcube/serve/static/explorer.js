@@ -64,11 +64,10 @@
     return { lows: edges.slice(0, -1), tops: tops, whole: whole };
   }
 
-  /* Grid edges of one spatial axis, as dpcube.schema.Spatial.scales computes them. */
-  function gridEdges(lo, hi, n) {
-    const out = [];
-    for (let i = 0; i <= n; i++) out.push(lo + ((hi - lo) * i) / n);
-    return out;
+  /* Grid edges of a spatial attribute, [latitude edges, longitude edges]: the service sends
+   * them as dpcube.schema.Spatial.scales computes them (exactly, from the bbox's decimals). */
+  function spatialEdges(info) {
+    return [info.lat_edges, info.lon_edges];
   }
 
   async function api(path, body) {
@@ -277,8 +276,7 @@
     const [lat0, lat1] = info.lat_range;
     const [lon0, lon1] = info.lon_range;
     const [rows, cols] = info.resolution;
-    const latEdges = gridEdges(lat0, lat1, rows);
-    const lonEdges = gridEdges(lon0, lon1, cols);
+    const [latEdges, lonEdges] = spatialEdges(info);
     const inputs = {};
     for (const key of ["lat-lo", "lat-hi", "lon-lo", "lon-hi"]) {
       inputs[key] = el("input", { type: "number", step: "any", id: `${key}-${id}`, "data-testid": `${key}-${id}`, "aria-label": `${info.name} ${key}` });
@@ -656,6 +654,6 @@
   }
 
   // exposed for tests and the console; nothing else is global
-  window.dpcubeExplorer = { formatNumber: formatNumber, ordinalScale: ordinalScale, gridEdges: gridEdges, currentQuery: currentQuery };
+  window.dpcubeExplorer = { formatNumber: formatNumber, ordinalScale: ordinalScale, spatialEdges: spatialEdges, currentQuery: currentQuery };
   start();
 })();
