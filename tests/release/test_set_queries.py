@@ -199,3 +199,16 @@ def test_census_bound_of_a_set_is_one_sum_of_noises_and_covers() -> None:
             assert u.upper[0] - u.lower[0] < own
         misses += not (u.lower[0] <= truth <= u.upper[0])
     assert misses <= 60
+
+
+def test_census_table_inside_a_set_of_regions() -> None:
+    h, table = _census()
+    r = CensusHierarchy(1.0, method="dp").release(table, random_state=2, account=False)
+    where = {"region": {"in": ["a1", "b2"]}}
+    labels, queries = r.table_cells(["region", "size"], {**where, "size": [1, 2]})
+    assert labels["region"] == ["a1", "a1", "b2", "b2"] and labels["size"] == [1, 2, 1, 2]
+    labels, queries = r.table_cells(["size"], where)
+    assert list(r.answer_many(queries)) == [
+        r.answer({"region": "a1", "size": s}) + r.answer({"region": "b2", "size": s})
+        for s in labels["size"]
+    ]

@@ -551,6 +551,8 @@ class Release(ABC):
             try:
                 runs = self.schema.box_set(query)
             except DPCubeError as exc:
+                if len(queries) == 1:
+                    raise
                 raise QueryError(f"queries[{i}]: {exc}") from None
             starts.append(len(parts))
             selections.append(runs)

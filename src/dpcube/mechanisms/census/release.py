@@ -383,9 +383,12 @@ class CensusRelease(Release):
         if unknown or len(set(names)) != len(names):
             raise QueryError(f"a census release has rows by 'region' and 'size', got {names}")
         where = dict(where or {})
-        r, lo, hi = self._box(where)
         h = self.hierarchy
+        split = self.set_parts([where])  # a set of regions: its regions' rows
+        r, lo, hi = self._box(split.parts[0] if split is not None else where)
         regions = list(range(h.size)) if "region" not in where else [r]
+        if split is not None:
+            regions = [h.region_index(part["region"]) for part in split.parts]
         sizes = list(range(lo, hi + 1))
         rows: list[dict[str, Any]] = [{}]
         if "region" in names:
