@@ -202,7 +202,7 @@ def test_census_bound_of_a_set_is_one_sum_of_noises_and_covers() -> None:
 
 
 def test_census_table_inside_a_set_of_regions() -> None:
-    h, table = _census()
+    _, table = _census()
     r = CensusHierarchy(1.0, method="dp").release(table, random_state=2, account=False)
     where = {"region": {"in": ["a1", "b2"]}}
     labels, queries = r.table_cells(["region", "size"], {**where, "size": [1, 2]})
