@@ -17,6 +17,7 @@ LAYERS: list[list[str]] = [
         "dpcube.errors",
         "dpcube.progress",
         "dpcube.version",
+        "dpcube.files",
         "dpcube.linalg",
         "dpcube.schema",
         "dpcube.schema_yaml",

@@ -56,6 +56,7 @@ from numpy.typing import NDArray
 
 from dpcube import registry
 from dpcube.errors import DPCubeError, QueryError, ReleaseError
+from dpcube.files import TEMP_PREFIX, write_atomic
 from dpcube.release.marks import (
     file_key,
     file_sha256,
@@ -85,8 +86,6 @@ MANIFEST_LIMIT = 256 << 20
 JOURNAL_LIMIT = 1 << 20
 #: The most bytes hashed of a file to see whether it carries dpcube's mark.
 OWNED_LIMIT = 1 << 40
-#: Prefix of every temporary file a save writes; the next save into the directory removes them.
-TEMP_PREFIX = ".dpcube-tmp-"
 
 
 def _library_version() -> str:
@@ -151,37 +150,6 @@ def _jsonable(x: Any) -> Any:
     if isinstance(x, float) and not np.isfinite(x):
         return repr(x)
     return x
-
-
-def _umask() -> int:
-    """The process umask (read by setting and restoring it)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def write_atomic(path: Path, data: bytes, *, temp_tag: str | None = None) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same directory and a rename.
-
-    The file gets the permissions a plain ``open`` would give (``0o666`` less the umask), not the
-    ``0o600`` of :func:`tempfile.mkstemp`; the temporary name starts with :data:`TEMP_PREFIX`,
-    then ``temp_tag`` and a dash when given (:meth:`Release.save` passes the random token its
-    pending journal records, so the next save recognises a temporary file a crash left).
-    """
-    import tempfile  # here, not at the top: ``dpcube query`` writes nothing
-
-    prefix = f"{TEMP_PREFIX}{temp_tag}-" if temp_tag else TEMP_PREFIX
-    fd, tmp = tempfile.mkstemp(prefix=f"{prefix}{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fchmod(f.fileno(), 0o666 & ~_umask())
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _plain_file_name(directory: Path, name: Any, what: str) -> Path:
@@ -1087,5 +1055,4 @@ __all__ = [
     "load_release",
     "publication_warning",
     "read_parquet_bytes",
-    "write_atomic",
 ]
