@@ -30,7 +30,8 @@ LAYERS: list[list[str]] = [
     ["dpcube.mechanisms"],
     ["dpcube.planning"],
     ["dpcube.audit", "dpcube.testing"],
-    ["dpcube.cli", "dpcube.serve", "dpcube.report", "dpcube.demo", "dpcube.__main__"],
+    ["dpcube.report"],
+    ["dpcube.cli", "dpcube.serve", "dpcube.demo", "dpcube.__main__"],
 ]
 
 

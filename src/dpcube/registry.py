@@ -56,7 +56,7 @@ COMMANDS: dict[str, str] = {
     "export": "dpcube.cli.export:register",
     "audit": "dpcube.cli.audit:register",
     "serve": "dpcube.serve.cli:register",
-    "report": "dpcube.report.cli:register",
+    "report": "dpcube.cli.report:register",
 }
 
 
