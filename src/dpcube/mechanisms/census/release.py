@@ -8,7 +8,7 @@ number of groups of size lo..hi in the region. Saved and loaded by the shared
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -17,7 +17,13 @@ from numpy.typing import NDArray
 from dpcube.errors import QueryError, ReleaseError
 from dpcube.mechanisms.census.hierarchy import RegionHierarchy
 from dpcube.release.base import Release, ReleaseMetadata, column_numpy
-from dpcube.release.views import ReportPart
+from dpcube.release.views import (
+    ReportBars,
+    ReportChoice,
+    ReportPart,
+    ReportSection,
+    ReportTable,
+)
 
 if TYPE_CHECKING:
     from dpcube.release.uncertainty import BootstrapWorld
@@ -339,8 +345,85 @@ class CensusRelease(Release):
             }
         }
 
+    #: Most level-2 regions listed in the report (its table of the nation and the list of the
+    #: regions to drill down into); ``dpcube export`` has them all.
+    REPORT_REGIONS: ClassVar[int] = 60
+
     def report_parts(self, max_rows: int) -> tuple[ReportPart, ...]:
-        return ("census",)
+        """Group sizes by region: a bar chart of the nation's groups by size; a table of the
+        nation and its level-2 regions (the first :attr:`REPORT_REGIONS`), sizes as columns; and
+        one region drilled down (itself and its first ``max_rows`` sub-regions), chosen from a
+        list."""
+        h, k = self.hierarchy, self.max_size
+        size_names = [str(s) for s in range(1, k)] + [f"{k}+" if self.top_coded else str(k)]
+        sizes: list[Any] = [*range(1, k + 1), [1, k]]
+        headers = (*[f"size {s}" for s in size_names], "all sizes")
+        parent, level = np.asarray(h.parent), np.asarray(h.level)
+        states = np.flatnonzero(level == 2)
+        shown = [int(s) for s in states[: self.REPORT_REGIONS]]
+
+        def by_size(ident: str, heading: str, regions: list[int], note: str | None) -> ReportTable:
+            return ReportTable(
+                ident=ident,
+                heading=heading,
+                labels={"region": [h.names[r] for r in regions]},
+                queries=[{"region": h.names[r], "size": size} for r in regions for size in sizes],
+                note=note,
+                value_headers=headers,
+            )
+
+        nation = h.names[0]
+        listed = (
+            f"The first {len(shown)} of {len(states):,} level-2 regions are listed (dpcube "
+            "export has them all)."
+        )
+        tables: list[ReportTable | ReportChoice] = [
+            by_size(
+                "table-census-nation",
+                f"{nation} and its {len(states):,} regions of level 2",
+                [0, *shown],
+                listed if len(states) > len(shown) else None,
+            )
+        ]
+        choices = []
+        for i, s in enumerate(r for r in shown if (parent == r).any()):
+            children = np.flatnonzero(parent == s)
+            kids = [int(c) for c in children[:max_rows]]
+            more = f"The first {len(kids)} of {len(children):,} sub-regions."
+            table = by_size(
+                f"table-census-state-{i}",
+                "",
+                [s, *kids],
+                more if len(children) > len(kids) else None,
+            )
+            choices.append((h.names[s], table))
+        if choices:
+            tables.append(
+                ReportChoice(
+                    ident="census-state",
+                    heading="One region, drilled down",
+                    label="Region:",
+                    choices=tuple(choices),
+                )
+            )
+        levels = ", ".join(f"level {i + 1}: {n:,}" for i, n in enumerate(h.level_sizes))
+        bars = ReportBars(
+            ident="fig-census-nation",
+            title=f"Groups by size: {nation}",
+            labels=size_names,
+            queries=[{"region": nation, "size": size} for size in range(1, k + 1)],
+            xlabel="group size (persons)",
+            ylabel="released groups",
+        )
+        section = ReportSection(
+            ident="census",
+            title="Group sizes by region",
+            note=f"Released number of groups of each size per region ({levels} regions). "
+            "Cells: estimate [interval].",
+            charts=(bars,),
+            tables=tuple(tables),
+        )
+        return (section,)
 
     def tables(self) -> dict[str, pa.Table]:
         h, k = self.hierarchy, self.max_size
