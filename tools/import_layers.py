@@ -31,7 +31,8 @@ LAYERS: list[list[str]] = [
     ["dpcube.planning"],
     ["dpcube.audit", "dpcube.testing"],
     ["dpcube.report"],
-    ["dpcube.cli", "dpcube.serve", "dpcube.demo", "dpcube.__main__"],
+    ["dpcube.demo"],
+    ["dpcube.cli", "dpcube.serve", "dpcube.__main__"],
 ]
 
 
