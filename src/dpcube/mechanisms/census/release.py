@@ -106,17 +106,7 @@ class CensusRelease(Release):
     @property
     def table(self) -> Any:
         """pandas DataFrame of (region, level, size, count) for every region and size."""
-        import pandas as pd
-
-        h, k = self.hierarchy, self.max_size
-        return pd.DataFrame(
-            {
-                "region": np.repeat(np.asarray(h.names, dtype=object), k),
-                "level": np.repeat(h.level, k),
-                "size": np.tile(np.arange(1, k + 1), h.size),
-                "count": self.values.ravel(),
-            }
-        )
+        return self.hierarchy.sizes_frame(self.values)
 
     def _box(self, query: Mapping[str, Any]) -> tuple[int, int, int]:
         extra = set(query) - {"region", "size"}
