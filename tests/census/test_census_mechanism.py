@@ -37,7 +37,7 @@ PERSONS = pd.DataFrame(
 
 
 def test_aggregation_running_example() -> None:
-    """N^GA = (2,0,1), n^NY = (1,1,1), n^US = (3,1,2), G = 6, N = 11; all checks pass."""
+    """n^GA = (2,0,1), n^NY = (1,1,1), n^US = (3,1,2), G = 6, N = 11; all checks pass."""
     t = dpcube.group_sizes(PERSONS, unit="unit", region="state", hierarchy=SPEC_H, max_size=3)
     assert t.row("GA").tolist() == [2, 0, 1] and t.row("NY").tolist() == [1, 1, 1]
     assert t.row("US").tolist() == [3, 1, 2]
@@ -156,7 +156,7 @@ def test_geometric_sampler_moments() -> None:
     ],
 )
 def test_calibration_and_accountant(method: str, mode: str, scales: list[float]) -> None:
-    """Alpha = exp(-epsilon/(2L)) for n, exp(-epsilon/L) for Gamma, exp(-epsilon/(L|R_l|))
+    """alpha = exp(-epsilon/(2L)) for n, exp(-epsilon/L) for Gamma, exp(-epsilon/(L|R_l|))
     for calibrated chains (scale = 1/-ln alpha); private modes sum to exactly epsilon."""
     a = P.accounting(method, mode, 1.0, (1, 2, 6), "add_remove")
     assert [lv["scale"] for lv in a["levels"]] == pytest.approx(scales)
