@@ -314,7 +314,7 @@ def test_t26_allrange_1024() -> None:
 
 
 @pytest.mark.slow
-def test_ablation_modes_on_allrange_512_against_the_spec() -> None:
+def test_ablation_modes_on_allrange_512_against_a_reference_run() -> None:
     """Other readings of Program 4.1's step 8 on AllRange(512): "best" and "all" reproduce a
     reference run's figures exactly; "sequential" does not (reference: 12 levels / 1816 rows /
     1.239x; experiments/docs/matrix-mechanism.md gives the readings tried). About 35 s of CPU, most
