@@ -1,6 +1,6 @@
 """``python -m experiments.matrix``: the matrix-mechanism experiments (Li & Miklau 2011).
 
-Analytic parts (P = 1, ratios to svdb): the Example 3.1 table (with the corrected bound, Errata E1),
+Analytic parts (P = 1, ratios to svdb): the Example 3.1 table (with the corrected bound: the paper divides by 5.32e6 for AllRange(1024), not 6.4007e6),
 Fig 1 (LSA error vs number of levels, AllRange(512)), Fig 2 (svdb of sampled workloads), Fig 3(a)
 (AllRange on five domains of size 1024), Fig 3(b) (random ranges by coverage), Fig 3(c)
 (separation) and Fig 3(d) (generalization), with run times; the dependence of multi-dimensional
