@@ -74,10 +74,46 @@ class CellRelease(Release):
         if self._prefix is not None and self._prefix.nbytes > max_bytes:
             self._prefix = None
 
+    @property
+    def integer_unavailable(self) -> str | None:
+        """None: every cell release can be made whole (:meth:`to_integer`)."""
+        return None
+
+    def to_integer(self) -> CellRelease:
+        """The cells made non-negative whole counts summing to the released total made whole
+        (:func:`dpcube.release.integer.topdown_flat`: TopDown on the hierarchy total -> cells,
+        the L2 projection onto the non-negative tables of that total, then the largest-remainder
+        rounding under it). Every derived figure (a range, a marginal, the total) is a sum of the
+        whole cells. The exact noise variance no longer describes the answers (the projection
+        depends on the noise): the new release has no variance model, and its intervals are the
+        parametric bootstrap's (``model``, never trusted), each replicate made whole the same
+        way. Post-processing: nothing is charged."""
+        from dpcube.release.integer import integer_metadata, is_integer, topdown_flat
+
+        if is_integer(self.metadata):
+            return self
+        metadata = integer_metadata(
+            self.metadata,
+            steps=[
+                "total: the released sum of the cells, made the nearest whole number >= 0",
+                "cells: L2 projection onto the non-negative tables of that total (exact, "
+                "Held-Wolfe-Crowder 1974)",
+                "rounding: each cell down or up, largest remainders first, the total kept "
+                "(the L1 rounding LP's optimum; each cell moves by less than 1)",
+            ],
+            unrounded_intervals=(
+                "the exact noise sd described the unrounded cells; the whole cells get the "
+                "model-based bootstrap, each replicate made whole the same way"
+            ),
+        )
+        return CellRelease(self.schema, metadata, topdown_flat(self.counts))  # type: ignore[arg-type]
+
     def bootstrap_world(self) -> BootstrapWorld:
         """The parametric bootstrap's world (:mod:`dpcube.release.uncertainty`): the released cells,
-        made non-negative whole counts, as the truth; the mechanism re-run on them."""
+        made non-negative whole counts, as the truth; the mechanism re-run on them (and each
+        replicate made whole, :meth:`to_integer`, where this release was)."""
         from dpcube.histogram import Histogram
+        from dpcube.release.integer import is_integer
         from dpcube.release.uncertainty import (
             BootstrapWorld,
             integer_truth,
@@ -89,6 +125,11 @@ class CellRelease(Release):
         truth = integer_truth(self.counts)
         mechanism = rebuild_mechanism(self.metadata)
         data = Histogram(self.schema, truth)
+        if is_integer(self.metadata):
+            return BootstrapWorld(
+                CellRelease(self.schema, self.metadata, truth),
+                lambda rng: rerun(mechanism, data, rng).to_integer(),
+            )
         return BootstrapWorld(
             CellRelease(self.schema, self.metadata, truth), lambda rng: rerun(mechanism, data, rng)
         )

@@ -271,6 +271,13 @@ class CuboidRelease(Release):
     @property
     def bootstrap_unavailable(self) -> str | None:
         """Why this release has no bootstrap (None when it has one)."""
+        from dpcube.release.integer import is_integer
+
+        if is_integer(self.metadata):
+            return (
+                "its cuboids were made whole by a least-squares fit over the finest table, "
+                "which the bootstrap does not re-run per replicate"
+            )
         if self.metadata.params.get("measure", "count") != "count":
             return "a sum measure's bootstrap would need the records' values"
         if self._world_cuboid() is None:
@@ -279,6 +286,130 @@ class CuboidRelease(Release):
                 "estimate to build a bootstrap world from"
             )
         return None
+
+    # -- whole numbers ----------------------------------------------------------------------
+    def _finest(self) -> int:
+        """The cuboid over every published attribute (the union of the published cuboids): the
+        finest table every published cuboid is summed from."""
+        finest = 0
+        for m in self._cuboids:
+            finest |= m
+        return finest
+
+    @property
+    def integer_unavailable(self) -> str | None:
+        """Why :meth:`to_integer` cannot make this cube whole (None where it can)."""
+        from dpcube.release.integer import MAX_FINEST_CELLS
+
+        if self.metadata.params.get("measure", "count") != "count":
+            return (
+                "a sum measure's cells are clipped sums of a column, not counts of records; "
+                "whole numbers apply to counts (measure='count')"
+            )
+        cells = self.geometry.lattice.cells(self._finest())
+        if cells > MAX_FINEST_CELLS:
+            return (
+                f"the finest table over the published attributes has {cells:,} cells, more than "
+                f"the {MAX_FINEST_CELLS:,} the integer fit holds; publish fewer or smaller "
+                "cuboids"
+            )
+        return None
+
+    def to_integer(self) -> CuboidRelease:
+        """Every published cuboid as non-negative whole counts, each the roll-up of one whole
+        finest table (so every cuboid sums exactly to each of its parents and to the total).
+
+        1. The finest table F (over the union of the published attributes) is fitted by
+           non-negative least squares to every published cuboid at once, each weighted by the
+           inverse of its cell noise variance where the variance is known (equal weights
+           otherwise): ``min_{F >= 0} sum_C w_C ||rollup_C(F) - y_C||^2``
+           (:func:`dpcube.release.integer.nonnegative_least_squares`). The coarse cuboids hold
+           the fit's totals near the released ones while the negative cells are raised to 0.
+        2. F is rounded cell by cell, keeping the grand total the nearest whole number, by the
+           L1 rounding LP over every published cuboid's cells, solved by HiGHS
+           (:func:`dpcube.release.integer.lp_controlled_round`).
+
+        Each finest cell moves by less than 1 in step 2, so a published cell summing ``n``
+        finest cells moves by less than ``n`` from the fit. The fit depends on the noise, so
+        the exact variances no longer describe the answers: the new release's variance mode is
+        ``"unknown"`` and its answers get no interval (the reason says why), while the release
+        before this step keeps its exact ones. Post-processing: nothing is charged."""
+        from dpcube.mechanisms.datacube.lattice import expand
+        from dpcube.release.integer import (
+            integer_metadata,
+            is_integer,
+            lp_controlled_round,
+            nonnegative_least_squares,
+        )
+
+        if is_integer(self.metadata):
+            return self
+        why = self.integer_unavailable
+        if why is not None:
+            raise ReleaseError(f"no whole-number release: {why}")
+        lat = self.geometry.lattice
+        finest = self._finest()
+        finest_shape = shape(lat, finest)
+        masks = sorted(self._cuboids)
+        weights = {}
+        for m in masks:
+            variance = self._box_variance(m, {})
+            weights[m] = 1.0 / variance if variance == variance and variance > 0 else 1.0
+        root = {m: float(np.sqrt(weights[m])) for m in masks}
+        sizes = [lat.cells(m) for m in masks]
+        offsets = np.concatenate([[0], np.cumsum(sizes)])
+
+        def matvec(x: NDArray[np.float64]) -> NDArray[np.float64]:
+            table = np.asarray(x, dtype=np.float64).reshape(finest_shape)
+            return np.concatenate(
+                [root[m] * np.ravel(rollup(table, finest, m)) for m in masks]
+            )
+
+        def rmatvec(r: NDArray[np.float64]) -> NDArray[np.float64]:
+            out = np.zeros(finest_shape)
+            flat = np.asarray(r, dtype=np.float64).ravel()
+            for k, m in enumerate(masks):
+                part = flat[offsets[k] : offsets[k + 1]].reshape(shape(lat, m))
+                out += root[m] * expand(lat, part, m, finest)
+            return out.ravel()
+
+        target = np.concatenate([root[m] * self._cuboids[m].ravel() for m in masks])
+        n = int(np.prod(finest_shape, dtype=np.int64))
+        fitted, fit_status = nonnegative_least_squares(
+            matvec, rmatvec, (len(target), n), target
+        )
+        groupings = []
+        for m in masks:
+            index = np.arange(lat.cells(m), dtype=np.int64).reshape(shape(lat, m))
+            groupings.append(np.broadcast_to(expand(lat, index, m, finest), finest_shape).ravel())
+        whole, how = lp_controlled_round(fitted, groupings)
+        table = whole.reshape(finest_shape)
+        cuboids = {m: np.asarray(rollup(table, finest, m), dtype=np.float64) for m in masks}
+        metadata = integer_metadata(
+            self.metadata,
+            steps=[
+                f"fit: non-negative least squares of the finest table "
+                f"({','.join(self.geometry.attributes(finest))}) to every published cuboid, "
+                "weighted by the inverse cell noise variance where known; " + fit_status,
+                "rounding: each finest cell down or up, the grand total the nearest whole "
+                "number, minimising the L1 distance of every published cell to the fit: " + how,
+                "every published cuboid: the roll-up of the whole finest table",
+            ],
+            intervals=(
+                "none: the fit depends on the noise, so the exact variances no longer describe "
+                "the answers; the release before this step keeps its exact intervals"
+            ),
+        )
+        return CuboidRelease(
+            self.schema,  # type: ignore[arg-type]
+            metadata,
+            cuboids,
+            self._sources,
+            self.source_variances,
+            self.cell_variances,
+            "unknown",
+            self.max_variance,
+        )
 
     def trim_cache(self, max_bytes: int) -> None:
         """Drop the cuboids' summed-area tables if together they take more than ``max_bytes``."""
@@ -404,6 +535,10 @@ class CuboidRelease(Release):
         masks = sorted(self._cuboids)
         ids = np.concatenate([np.full(self._cuboids[m].size, m, dtype=np.int64) for m in masks])
         values = np.concatenate([self._cuboids[m].ravel() for m in masks])
+        from dpcube.release.integer import is_integer
+
+        if is_integer(self.metadata):  # whole counts: written as integers
+            return {"cuboids": pa.table({"cuboid": ids, "value": np.rint(values).astype(np.int64)})}
         return {"cuboids": pa.table({"cuboid": ids, "value": values})}
 
     def state(self) -> dict[str, Any]:

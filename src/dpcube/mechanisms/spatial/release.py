@@ -735,6 +735,7 @@ class LeafRelease(Release):
         ``experiments/coverage_shift.py``)."""
         from dpcube.histogram import Histogram
         from dpcube.release.cells import CellRelease
+        from dpcube.release.integer import is_integer
         from dpcube.release.uncertainty import (
             BootstrapWorld,
             integer_truth,
@@ -757,8 +758,63 @@ class LeafRelease(Release):
         bound = int(self.metadata.params.get("user_bound", 1) or 1)
         report = {"contribution_bound": bound} if bound > 1 else {}
         data = Histogram(self.schema, truth, report)
+        if is_integer(self.metadata):
+            return BootstrapWorld(
+                CellRelease(self.schema, self.metadata, truth),
+                lambda rng: rerun(mechanism, data, rng).to_integer(),
+            )
         return BootstrapWorld(
             CellRelease(self.schema, self.metadata, truth), lambda rng: rerun(mechanism, data, rng)
+        )
+
+    @property
+    def integer_unavailable(self) -> str | None:
+        """None: every leaf release can be made whole (:meth:`to_integer`)."""
+        return None
+
+    def to_integer(self) -> LeafRelease:
+        """The leaf counts as non-negative whole numbers summing to the released total made
+        whole (:func:`dpcube.release.integer.topdown_flat`: the L2 projection onto the
+        non-negative leaf tables of that total, then the largest-remainder rounding under it;
+        each leaf moves by less than 1 from its projection). Only the leaves are released (the
+        tree's inner nodes are not), so the total and every union of leaves are sums of whole
+        leaf counts; a query that cuts a leaf still takes its area share (the uniformity
+        assumption), which need not be whole.
+
+        The leaves' own noisy counts before this step stay with the release
+        (:attr:`raw_counts`, with their variances), so the ``bound`` intervals (from those
+        counts, widened to hold the answer: :meth:`bound_interval_many`) stay valid; the
+        whole counts carry no variance of their own. Post-processing: nothing is charged."""
+        from dpcube.release.integer import integer_metadata, is_integer, topdown_flat
+
+        if is_integer(self.metadata):
+            return self
+        own = self.raw_counts if self.raw_counts is not None else self.leaf_counts
+        own_variances = self.raw_variances if self.raw_counts is not None else self.variances
+        metadata = integer_metadata(
+            self.metadata,
+            steps=[
+                "total: the released sum of the leaf counts, made the nearest whole number >= 0",
+                "leaves: L2 projection onto the non-negative leaf tables of that total",
+                "rounding: each leaf down or up, largest remainders first, the total kept",
+            ],
+            intervals=(
+                "bound intervals from the leaves' own noisy counts (kept as raw_count), widened "
+                "to hold the answer"
+                if own_variances is not None
+                else "as the release before this step: its leaves' own noise is not known"
+            ),
+        )
+        assert self.schema is not None
+        return LeafRelease(
+            self.schema,
+            metadata,
+            self.rects,
+            topdown_flat(np.asarray(self.leaf_counts, dtype=np.float64)),
+            None,
+            self.budget_paths,
+            raw_counts=None if own_variances is None else np.asarray(own),
+            raw_variances=own_variances,
         )
 
     def assumed_many(self, queries: Sequence[Mapping[str, Any]]) -> NDArray[np.float64]:
