@@ -317,29 +317,36 @@ class CuboidRelease(Release):
 
     def to_integer(self) -> CuboidRelease:
         """Every published cuboid as non-negative whole counts, each the roll-up of one whole
-        finest table (so every cuboid sums exactly to each of its parents and to the total).
+        finest table F over the union of the published attributes, so every cuboid sums exactly
+        to each of its parents and all share one grand total.
 
-        1. The finest table F (over the union of the published attributes) is fitted by
-           non-negative least squares to every published cuboid at once, each weighted by the
-           inverse of its cell noise variance where the variance is known (equal weights
-           otherwise): ``min_{F >= 0} sum_C w_C ||rollup_C(F) - y_C||^2``
-           (:func:`dpcube.release.integer.nonnegative_least_squares`). The coarse cuboids hold
-           the fit's totals near the released ones while the negative cells are raised to 0.
-        2. F is rounded cell by cell, keeping the grand total the nearest whole number, by the
-           L1 rounding LP over every published cuboid's cells, solved by HiGHS
-           (:func:`dpcube.release.integer.lp_controlled_round`).
+        TopDown (Abowd et al., HDSR 2022) down the chain of cuboids () < (a1) < (a1, a2) < ...
+        < F over F's attributes in schema order, a hierarchy whose every cell splits into the
+        next attribute's categories (:func:`dpcube.release.integer.topdown_chain`): the grand
+        total is made whole, then at each level every parent's children are projected in L2
+        onto the non-negative figures summing to the parent's whole figure and rounded under it
+        by the largest remainders (the L1 rounding problem's optimum). The chain's figures are
+        the released cuboids where published, else the roll-ups of F's released estimate.
 
-        Each finest cell moves by less than 1 in step 2, so a published cell summing ``n``
-        finest cells moves by less than ``n`` from the fit. The fit depends on the noise, so
-        the exact variances no longer describe the answers: the new release's variance mode is
-        ``"unknown"`` and its answers get no interval (the reason says why), while the release
-        before this step keeps its exact ones. Post-processing: nothing is charged."""
+        Where F itself is not published (e.g. only two-way cuboids), its estimate is first fitted
+        by non-negative least squares to every published cuboid at once, each weighted by the
+        inverse of its cell noise variance where known
+        (:func:`dpcube.release.integer.nonnegative_least_squares`, L-BFGS-B), and the chain is
+        the fit's roll-ups.
+
+        Each chain cell moves by less than 1 from its projection; a cuboid off the chain is a
+        roll-up of the whole F, within the sum of its cells' moves. The projection depends on
+        the noise, so the exact variances no longer describe the answers: the new release's
+        variance mode is ``"unknown"`` and its answers get no interval (the reason says why),
+        while the release before this step keeps its exact ones. Post-processing: nothing is
+        charged."""
         from dpcube.mechanisms.datacube.lattice import expand
         from dpcube.release.integer import (
+            MAX_FITTED_CELLS,
             integer_metadata,
             is_integer,
-            lp_controlled_round,
             nonnegative_least_squares,
+            topdown_chain,
         )
 
         if is_integer(self.metadata):
@@ -351,53 +358,71 @@ class CuboidRelease(Release):
         finest = self._finest()
         finest_shape = shape(lat, finest)
         masks = sorted(self._cuboids)
-        weights = {}
-        for m in masks:
-            variance = self._box_variance(m, {})
-            weights[m] = 1.0 / variance if variance == variance and variance > 0 else 1.0
-        root = {m: float(np.sqrt(weights[m])) for m in masks}
-        sizes = [lat.cells(m) for m in masks]
-        offsets = np.concatenate([[0], np.cumsum(sizes)])
+        steps = []
+        if finest in self._cuboids:
+            estimate = self._cuboids[finest]
+        else:
+            n = int(np.prod(finest_shape, dtype=np.int64))
+            if n > MAX_FITTED_CELLS:
+                raise ReleaseError(
+                    f"no whole-number release: the finest table over the published attributes "
+                    f"is not published and has {n:,} cells, more than the {MAX_FITTED_CELLS:,} "
+                    "the least-squares fit holds; publish it (publish=[...]) or fewer attributes"
+                )
+            root = {}
+            for m in masks:
+                variance = self._box_variance(m, {})
+                weight = 1.0 / variance if variance == variance and variance > 0 else 1.0
+                root[m] = float(np.sqrt(weight))
+            sizes = [lat.cells(m) for m in masks]
+            offsets = np.concatenate([[0], np.cumsum(sizes)])
 
-        def matvec(x: NDArray[np.float64]) -> NDArray[np.float64]:
-            table = np.asarray(x, dtype=np.float64).reshape(finest_shape)
-            return np.concatenate(
-                [root[m] * np.ravel(rollup(table, finest, m)) for m in masks]
+            def matvec(x: NDArray[np.float64]) -> NDArray[np.float64]:
+                table = np.asarray(x, dtype=np.float64).reshape(finest_shape)
+                return np.concatenate(
+                    [root[m] * np.ravel(rollup(table, finest, m)) for m in masks]
+                )
+
+            def rmatvec(r: NDArray[np.float64]) -> NDArray[np.float64]:
+                out = np.zeros(finest_shape)
+                flat = np.asarray(r, dtype=np.float64).ravel()
+                for k, m in enumerate(masks):
+                    part = flat[offsets[k] : offsets[k + 1]].reshape(shape(lat, m))
+                    out += root[m] * expand(lat, part, m, finest)
+                return out.ravel()
+
+            target = np.concatenate([root[m] * self._cuboids[m].ravel() for m in masks])
+            fitted, status = nonnegative_least_squares(matvec, rmatvec, target, np.zeros(n))
+            estimate = fitted.reshape(finest_shape)
+            steps.append(
+                f"fit: the finest table ({','.join(self.geometry.attributes(finest))}) is not "
+                "published; non-negative least squares to every published cuboid, weighted by "
+                f"the inverse cell noise variance where known ({status})"
             )
-
-        def rmatvec(r: NDArray[np.float64]) -> NDArray[np.float64]:
-            out = np.zeros(finest_shape)
-            flat = np.asarray(r, dtype=np.float64).ravel()
-            for k, m in enumerate(masks):
-                part = flat[offsets[k] : offsets[k + 1]].reshape(shape(lat, m))
-                out += root[m] * expand(lat, part, m, finest)
-            return out.ravel()
-
-        target = np.concatenate([root[m] * self._cuboids[m].ravel() for m in masks])
-        n = int(np.prod(finest_shape, dtype=np.int64))
-        fitted, fit_status = nonnegative_least_squares(
-            matvec, rmatvec, (len(target), n), target
-        )
-        groupings = []
-        for m in masks:
-            index = np.arange(lat.cells(m), dtype=np.int64).reshape(shape(lat, m))
-            groupings.append(np.broadcast_to(expand(lat, index, m, finest), finest_shape).ravel())
-        whole, how = lp_controlled_round(fitted, groupings)
-        table = whole.reshape(finest_shape)
+        chain = [0]
+        for i in bits(finest):
+            chain.append(chain[-1] | 1 << i)
+        levels = [
+            self._cuboids[m] if m in self._cuboids and m != finest else rollup(estimate, finest, m)
+            for m in chain
+        ]
+        table = topdown_chain(levels)
         cuboids = {m: np.asarray(rollup(table, finest, m), dtype=np.float64) for m in masks}
+        names = [",".join(self.geometry.attributes(m)) or "()" for m in chain]
+        steps += [
+            "TopDown down the chain of cuboids " + " < ".join(f"({n})" for n in names) + ": the "
+            "total made whole; at each level every parent's children projected in L2 onto the "
+            "non-negative figures summing to the parent's whole figure (Held-Wolfe-Crowder) and "
+            "rounded under it by the largest remainders (each chain cell within 1 of its "
+            "projection)",
+            "every published cuboid: the roll-up of the whole finest table",
+        ]
         metadata = integer_metadata(
             self.metadata,
-            steps=[
-                f"fit: non-negative least squares of the finest table "
-                f"({','.join(self.geometry.attributes(finest))}) to every published cuboid, "
-                "weighted by the inverse cell noise variance where known; " + fit_status,
-                "rounding: each finest cell down or up, the grand total the nearest whole "
-                "number, minimising the L1 distance of every published cell to the fit: " + how,
-                "every published cuboid: the roll-up of the whole finest table",
-            ],
+            steps=steps,
             intervals=(
-                "none: the fit depends on the noise, so the exact variances no longer describe "
-                "the answers; the release before this step keeps its exact intervals"
+                "none: the projection depends on the noise, so the exact variances no longer "
+                "describe the answers; the release before this step keeps its exact intervals"
             ),
         )
         return CuboidRelease(
