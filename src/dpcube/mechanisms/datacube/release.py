@@ -379,9 +379,7 @@ class CuboidRelease(Release):
 
             def matvec(x: NDArray[np.float64]) -> NDArray[np.float64]:
                 table = np.asarray(x, dtype=np.float64).reshape(finest_shape)
-                return np.concatenate(
-                    [root[m] * np.ravel(rollup(table, finest, m)) for m in masks]
-                )
+                return np.concatenate([root[m] * np.ravel(rollup(table, finest, m)) for m in masks])
 
             def rmatvec(r: NDArray[np.float64]) -> NDArray[np.float64]:
                 out = np.zeros(finest_shape)
