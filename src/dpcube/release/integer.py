@@ -16,8 +16,8 @@ two steps per level of a hierarchy:
    Duchi, Shalev-Shwartz, Singer and Chandra, ICML 2008, Fig. 1). Where the aggregates are not
    nested (the cuboids of a data cube form a lattice, not a tree) the finest table is fitted by
    non-negative least squares against every released aggregate at once
-   (:func:`nonnegative_least_squares`, L-BFGS-B with bounds) and every aggregate is then summed
-   from it.
+   (:func:`nonnegative_least_squares`, accelerated projected gradient) and every aggregate is
+   then summed from it.
 2. **Controlled rounding.** Each fitted value ``x*`` becomes ``floor(x*)`` or ``ceil(x*)`` so
    that the L1 distance of the released aggregates to their fitted values is least
    (TopDown's L1 rounding problem; Cox, "A constructive procedure for unbiased controlled
@@ -207,21 +207,55 @@ def topdown_hierarchy(
     return out
 
 
-def topdown_flat(values: NDArray[Any]) -> NDArray[np.int64]:
-    """TopDown on a two-level hierarchy, a total over ``values``: the total (the released sum, an
-    unbiased estimate) made whole and non-negative, the values projected onto the non-negative
-    tables of that sum and rounded under it. The total moves by at most 1/2, each value by its
-    projection's shift plus less than 1.
+def topdown_blocks(values: NDArray[Any], branching: int = 4) -> NDArray[np.int64]:
+    """TopDown on a tree of blocks over a sequence: the values (in the order given, which should
+    keep neighbours near each other) are the leaves; each node above sums ``branching``
+    consecutive nodes of the level below (the last block of a level may hold fewer), up to the
+    total. Every node's figure is the sum of the released values under it (an unbiased estimate
+    of its true count). The total is made the nearest whole number >= 0; then level by level
+    each node's children are projected in L2 onto the non-negative figures summing to the
+    node's whole figure (:func:`simplex_projection`) and rounded under it
+    (:func:`controlled_round`).
 
-    >>> topdown_flat(np.array([2.6, -1.0, 0.7, 3.4])).tolist()
-    [2, 0, 1, 3]
+    Why a tree and not one sum over all the values: the projection raises negative figures to
+    0 and lowers their siblings by a common shift, so it moves mass between siblings only. Under
+    one total, the positive noise of every empty cell would be kept and paid for by every
+    populated cell (on a quadtree of Gowalla check-ins, 65,536 leaves, that multiplied the
+    error of rectangle counts by 27); in a tree an empty block's figure is its noise summed,
+    whose positive part is of the order of its square root, and mass moves only inside blocks.
+    The total moves by at most 1/2, each node by its projection's shift plus less than 1.
+
+    >>> topdown_blocks(np.array([2.6, -1.0, 0.7, 3.4, -0.5, 0.2]), branching=2).tolist()
+    [1, 0, 1, 3, 0, 0]
     """
     v = np.asarray(values, dtype=np.float64)
     flat = v.ravel()
-    whole = max(0, int(np.rint(float(np.sum(flat)))))
-    group = np.zeros(flat.size, dtype=np.int64)
-    fitted = simplex_projection(flat, group, np.array([whole]))
-    return controlled_round(fitted, group, np.array([whole])).reshape(v.shape)
+    sums = [flat]
+    while len(sums[-1]) > 1:
+        below = sums[-1]
+        sums.append(np.add.reduceat(below, np.arange(0, len(below), branching)))
+    whole = np.array([max(0, int(np.rint(float(np.sum(flat)))))], dtype=np.int64)
+    for level in reversed(sums[:-1]):
+        group = np.arange(len(level), dtype=np.int64) // branching
+        fitted = simplex_projection(level, group, whole)
+        whole = controlled_round(fitted, group, whole)
+    return whole.reshape(v.shape)
+
+
+def morton_order(rows: NDArray[Any], cols: NDArray[Any]) -> NDArray[np.int64]:
+    """The order of points (row, col) along the Z-order curve (bits of the two interleaved), so
+    that consecutive blocks of 4, 16, ... points are the quadrants of a quadtree.
+
+    >>> morton_order(np.array([0, 0, 1, 1]), np.array([0, 1, 0, 1])).tolist()
+    [0, 1, 2, 3]
+    """
+    r = np.asarray(rows, dtype=np.int64)
+    c = np.asarray(cols, dtype=np.int64)
+    key = np.zeros(len(r), dtype=np.int64)
+    for bit in range(31):
+        key |= ((c >> bit) & 1) << (2 * bit)
+        key |= ((r >> bit) & 1) << (2 * bit + 1)
+    return np.argsort(key, kind="stable")
 
 
 def nonnegative_least_squares(
@@ -229,40 +263,55 @@ def nonnegative_least_squares(
     rmatvec: Callable[[NDArray[np.float64]], NDArray[np.float64]],
     target: NDArray[np.float64],
     start: NDArray[np.float64],
-    max_iterations: int = 2000,
+    max_iterations: int = 5000,
+    tolerance: float = 1e-4,
 ) -> tuple[NDArray[np.float64], str]:
     """``argmin_{x >= 0} ||A x - target||^2 / 2`` for an operator ``A`` given by its products,
-    by L-BFGS-B (Byrd, Lu, Nocedal and Zhu, SIAM J. Sci. Comput. 16, 1995; scipy's
-    ``minimize(method="L-BFGS-B")``), from ``start`` clipped at 0: one product each way per
-    step, so a cube of 10^5 cells and 32 cuboids fits in seconds. The problem is convex, so a
-    point meeting the solver's projected-gradient tolerance is within it of the optimum.
-    Returns the fit and the solver's status line.
+    by accelerated projected gradient (FISTA: Beck and Teboulle, SIAM J. Imaging Sci. 2, 2009,
+    with the adaptive restart of O'Donoghue and Candes, Found. Comput. Math. 15, 2015), from
+    ``start`` clipped at 0, with the step ``1 / L``, ``L`` bounding ``||A^T A||`` by power
+    iteration. One product each way per step, so a cube of 10^5 cells and 32 cuboids takes
+    seconds. The problem is convex; the iteration stops when the projected gradient's largest
+    entry is below ``tolerance`` times the target's scale (a point within that of the
+    optimality conditions), or after ``max_iterations``. Returns the fit and a status line.
 
     >>> a = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
     >>> x, _ = nonnegative_least_squares(a.dot, a.T.dot, np.array([3.0, -1.0, 2.0]), np.zeros(2))
     >>> np.round(x, 4).tolist()
     [2.5, 0.0]
     """
-    from scipy.optimize import minimize
-
     b = np.asarray(target, dtype=np.float64)
-    scale = max(1.0, float(np.abs(b).max(initial=0.0)))
-
-    def objective(x: NDArray[np.float64]) -> tuple[float, NDArray[np.float64]]:
-        residual = matvec(x) - b
-        return 0.5 * float(residual @ residual) / scale, rmatvec(residual) / scale
-
-    x0 = np.clip(np.asarray(start, dtype=np.float64), 0.0, None)
-    result = minimize(
-        objective,
-        x0,
-        jac=True,
-        method="L-BFGS-B",
-        bounds=[(0.0, None)] * len(x0),
-        options={"maxiter": max_iterations, "ftol": 1e-12, "gtol": 1e-7, "maxcor": 20},
-    )
-    x = np.clip(np.asarray(result.x, dtype=np.float64), 0.0, None)
-    return x, f"scipy L-BFGS-B, {result.nit} iterations: {result.message}"
+    x = np.clip(np.asarray(start, dtype=np.float64), 0.0, None)
+    rng = np.random.default_rng(0)  # the power iteration's start: not the noise, a fixed seed
+    v = rng.standard_normal(x.shape)
+    for _ in range(30):
+        v = rmatvec(matvec(v))
+        v /= max(float(np.linalg.norm(v)), 1e-300)
+    lipschitz = 1.05 * float(np.linalg.norm(rmatvec(matvec(v)))) + 1e-12
+    step = 1.0 / lipschitz
+    scale = max(1.0, float(np.abs(rmatvec(b)).max(initial=0.0)))
+    y, t = x.copy(), 1.0
+    status = f"stopped after {max_iterations} iterations"
+    for iteration in range(1, max_iterations + 1):
+        gradient = rmatvec(matvec(y) - b)
+        moved = np.maximum(y - step * gradient, 0.0)
+        # optimality: the projected gradient (zero where x = 0 and the gradient pushes below 0)
+        g = rmatvec(matvec(moved) - b) if iteration % 25 == 0 else None
+        if g is not None:
+            projected = np.where(moved > 0, g, np.minimum(g, 0.0))
+            if float(np.abs(projected).max(initial=0.0)) <= tolerance * scale:
+                x = moved
+                status = f"converged in {iteration} iterations"
+                break
+        if float(np.dot(moved - x, y - moved)) > 0:  # the momentum points uphill: restart
+            t = 1.0
+            y = moved.copy()
+        else:
+            t_next = (1.0 + np.sqrt(1.0 + 4.0 * t * t)) / 2.0
+            y = moved + ((t - 1.0) / t_next) * (moved - x)
+            t = t_next
+        x = moved
+    return x, "FISTA projected gradient with adaptive restart, " + status
 
 
 def topdown_chain(levels: Sequence[NDArray[Any]]) -> NDArray[np.int64]:

@@ -320,23 +320,24 @@ class CuboidRelease(Release):
         finest table F over the union of the published attributes, so every cuboid sums exactly
         to each of its parents and all share one grand total.
 
-        TopDown (Abowd et al., HDSR 2022) down the chain of cuboids () < (a1) < (a1, a2) < ...
-        < F over F's attributes in schema order, a hierarchy whose every cell splits into the
-        next attribute's categories (:func:`dpcube.release.integer.topdown_chain`): the grand
-        total is made whole, then at each level every parent's children are projected in L2
-        onto the non-negative figures summing to the parent's whole figure and rounded under it
-        by the largest remainders (the L1 rounding problem's optimum). The chain's figures are
-        the released cuboids where published, else the roll-ups of F's released estimate.
+        1. Fit (TopDown's L2 step, Abowd et al., HDSR 2022): F by non-negative least squares to
+           every published cuboid at once, each weighted by the inverse of its cell noise
+           variance where known (equal weights otherwise),
+           ``min_{F >= 0} sum_C w_C ||rollup_C(F) - y_C||^2``
+           (:func:`dpcube.release.integer.nonnegative_least_squares`). The coarse cuboids hold
+           the marginals near the released ones while the negative cells are raised to 0: mass
+           is not moved from populated cells into empty ones, as a projection under the total
+           alone would.
+        2. Rounding (TopDown's L1 step): down the chain of cuboids () < (a1) < (a1, a2) < ... <
+           F in schema order, a hierarchy whose every cell splits into the next attribute's
+           categories (:func:`dpcube.release.integer.topdown_chain`): the grand total made
+           whole, then each parent's children (the fit's roll-ups, already non-negative)
+           rounded under the parent's whole figure by the largest remainders.
 
-        Where F itself is not published (e.g. only two-way cuboids), its estimate is first fitted
-        by non-negative least squares to every published cuboid at once, each weighted by the
-        inverse of its cell noise variance where known
-        (:func:`dpcube.release.integer.nonnegative_least_squares`, L-BFGS-B), and the chain is
-        the fit's roll-ups.
-
-        Each chain cell moves by less than 1 from its projection; a cuboid off the chain is a
-        roll-up of the whole F, within the sum of its cells' moves. The projection depends on
-        the noise, so the exact variances no longer describe the answers: the new release's
+        Each chain cell moves by less than 1 (plus the few hundredths the projection under its
+        parent's whole figure adds) from the fit; a cuboid off the chain is a roll-up of the
+        whole F, within the sum of its cells' moves (measured: docs/integer.md). The fit depends
+        on the noise, so the exact variances no longer describe the answers: the new release's
         variance mode is ``"unknown"`` and its answers get no interval (the reason says why),
         while the release before this step keeps its exact ones. Post-processing: nothing is
         charged."""
@@ -358,52 +359,60 @@ class CuboidRelease(Release):
         finest = self._finest()
         finest_shape = shape(lat, finest)
         masks = sorted(self._cuboids)
-        steps = []
-        if finest in self._cuboids:
-            estimate = self._cuboids[finest]
-        else:
-            n = int(np.prod(finest_shape, dtype=np.int64))
-            if n > MAX_FITTED_CELLS:
-                raise ReleaseError(
-                    f"no whole-number release: the finest table over the published attributes "
-                    f"is not published and has {n:,} cells, more than the {MAX_FITTED_CELLS:,} "
-                    "the least-squares fit holds; publish it (publish=[...]) or fewer attributes"
-                )
-            root = {}
-            for m in masks:
-                variance = self._box_variance(m, {})
-                weight = 1.0 / variance if variance == variance and variance > 0 else 1.0
-                root[m] = float(np.sqrt(weight))
-            sizes = [lat.cells(m) for m in masks]
-            offsets = np.concatenate([[0], np.cumsum(sizes)])
-
-            def matvec(x: NDArray[np.float64]) -> NDArray[np.float64]:
-                table = np.asarray(x, dtype=np.float64).reshape(finest_shape)
-                return np.concatenate([root[m] * np.ravel(rollup(table, finest, m)) for m in masks])
-
-            def rmatvec(r: NDArray[np.float64]) -> NDArray[np.float64]:
-                out = np.zeros(finest_shape)
-                flat = np.asarray(r, dtype=np.float64).ravel()
-                for k, m in enumerate(masks):
-                    part = flat[offsets[k] : offsets[k + 1]].reshape(shape(lat, m))
-                    out += root[m] * expand(lat, part, m, finest)
-                return out.ravel()
-
-            target = np.concatenate([root[m] * self._cuboids[m].ravel() for m in masks])
-            fitted, status = nonnegative_least_squares(matvec, rmatvec, target, np.zeros(n))
-            estimate = fitted.reshape(finest_shape)
-            steps.append(
-                f"fit: the finest table ({','.join(self.geometry.attributes(finest))}) is not "
-                "published; non-negative least squares to every published cuboid, weighted by "
-                f"the inverse cell noise variance where known ({status})"
+        n = int(np.prod(finest_shape, dtype=np.int64))
+        if finest not in self._cuboids and n > MAX_FITTED_CELLS:
+            raise ReleaseError(
+                f"no whole-number release: the finest table over the published attributes is "
+                f"not published and has {n:,} cells, more than the {MAX_FITTED_CELLS:,} the "
+                "least-squares fit holds; publish it (publish=[...]) or fewer attributes"
             )
+        root = {}
+        for m in masks:
+            variance = self._box_variance(m, {})
+            weight = 1.0 / variance if variance == variance and variance > 0 else 1.0
+            root[m] = float(np.sqrt(weight))
+        # each cuboid summed from its smallest superset among the finest and the published
+        # ones (the roll-ups in one pass, finest first; their transpose in reverse)
+        order = sorted(set(masks) - {finest}, key=lambda m: (-bin(m).count("1"), m))
+        parent: dict[int, int] = {}
+        done = [finest]
+        for m in order:
+            parent[m] = min((p for p in done if is_subset(m, p)), key=lat.cells)
+            done.append(m)
+        sizes = [lat.cells(m) for m in masks]
+        offsets = dict(
+            zip(masks, np.concatenate([[0], np.cumsum(sizes)])[:-1].tolist(), strict=True)
+        )
+
+        def matvec(x: NDArray[np.float64]) -> NDArray[np.float64]:
+            values = {finest: np.asarray(x, dtype=np.float64).reshape(finest_shape)}
+            for m in order:
+                values[m] = np.asarray(rollup(values[parent[m]], parent[m], m))
+            return np.concatenate([root[m] * np.ravel(values[m]) for m in masks])
+
+        def rmatvec(r: NDArray[np.float64]) -> NDArray[np.float64]:
+            flat = np.asarray(r, dtype=np.float64).ravel()
+            acc = {m: np.zeros(shape(lat, m)) for m in [finest, *order]}
+            for m in masks:
+                part = flat[offsets[m] : offsets[m] + lat.cells(m)]
+                acc[m] += root[m] * part.reshape(shape(lat, m))
+            for m in reversed(order):
+                acc[parent[m]] += expand(lat, acc[m], m, parent[m])
+            return acc[finest].ravel()
+
+        target = np.concatenate([root[m] * self._cuboids[m].ravel() for m in masks])
+        start = self._cuboids[finest].ravel() if finest in self._cuboids else np.zeros(n)
+        fitted, status = nonnegative_least_squares(matvec, rmatvec, target, start)
+        estimate = fitted.reshape(finest_shape)
+        steps = [
+            f"fit: the finest table ({','.join(self.geometry.attributes(finest))}) by "
+            "non-negative least squares to every published cuboid at once, each weighted by "
+            f"the inverse of its cell noise variance where known ({status})"
+        ]
         chain = [0]
         for i in bits(finest):
             chain.append(chain[-1] | 1 << i)
-        levels = [
-            self._cuboids[m] if m in self._cuboids and m != finest else rollup(estimate, finest, m)
-            for m in chain
-        ]
+        levels = [rollup(estimate, finest, m) for m in chain]
         table = topdown_chain(levels)
         cuboids = {m: np.asarray(rollup(table, finest, m), dtype=np.float64) for m in masks}
         names = [",".join(self.geometry.attributes(m)) or "()" for m in chain]

@@ -773,10 +773,12 @@ class LeafRelease(Release):
         return None
 
     def to_integer(self) -> LeafRelease:
-        """The leaf counts as non-negative whole numbers summing to the released total made
-        whole (:func:`dpcube.release.integer.topdown_flat`: the L2 projection onto the
-        non-negative leaf tables of that total, then the largest-remainder rounding under it;
-        each leaf moves by less than 1 from its projection). Only the leaves are released (the
+        """The leaf counts as non-negative whole numbers, every block of leaves summing exactly
+        to its whole figure and the leaves to the released total made whole
+        (:func:`dpcube.release.integer.topdown_blocks`: TopDown on a quadtree of the leaves,
+        taken in the Z order of their centres (:func:`~dpcube.release.integer.morton_order`) in
+        blocks of 4, 16, ...; each leaf moves by less than 1 from its projection). Only the
+        leaves are released (the
         tree's inner nodes are not), so the total and every union of leaves are sums of whole
         leaf counts; a query that cuts a leaf still takes its area share (the uniformity
         assumption), which need not be whole.
@@ -785,7 +787,12 @@ class LeafRelease(Release):
         (:attr:`raw_counts`, with their variances), so the ``bound`` intervals (from those
         counts, widened to hold the answer: :meth:`bound_interval_many`) stay valid; the
         whole counts carry no variance of their own. Post-processing: nothing is charged."""
-        from dpcube.release.integer import integer_metadata, is_integer, topdown_flat
+        from dpcube.release.integer import (
+            integer_metadata,
+            is_integer,
+            morton_order,
+            topdown_blocks,
+        )
 
         if is_integer(self.metadata):
             return self
@@ -794,9 +801,12 @@ class LeafRelease(Release):
         metadata = integer_metadata(
             self.metadata,
             steps=[
-                "total: the released sum of the leaf counts, made the nearest whole number >= 0",
-                "leaves: L2 projection onto the non-negative leaf tables of that total",
-                "rounding: each leaf down or up, largest remainders first, the total kept",
+                "tree: the leaves in the Z order of their centres, in blocks of 4, blocks of 4 "
+                "blocks, ... up to the total, each block's figure the sum of its leaves' counts",
+                "total: made the nearest whole number >= 0",
+                "each level: every block's children projected in L2 onto the non-negative "
+                "figures summing to the block's whole figure, then rounded under it by the "
+                "largest remainders (each moves by less than 1)",
             ],
             intervals=(
                 "bound intervals from the leaves' own noisy counts (kept as raw_count), widened "
@@ -806,11 +816,16 @@ class LeafRelease(Release):
             ),
         )
         assert self.schema is not None
+        order = morton_order(
+            (self.rects[:, 0] + self.rects[:, 1]) // 2, (self.rects[:, 2] + self.rects[:, 3]) // 2
+        )
+        whole = np.zeros(len(order), dtype=np.int64)
+        whole[order] = topdown_blocks(np.asarray(self.leaf_counts, dtype=np.float64)[order])
         return LeafRelease(
             self.schema,
             metadata,
             self.rects,
-            topdown_flat(np.asarray(self.leaf_counts, dtype=np.float64)),
+            whole,
             None,
             self.budget_paths,
             raw_counts=None if own_variances is None else np.asarray(own),
