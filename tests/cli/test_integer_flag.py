@@ -83,7 +83,7 @@ def _cases(f: dict[str, Path]) -> dict[str, list[str]]:
             "--max-size",
             "20",
             "--groups-are-public",
-        ),  # fmt: skip
+        ),
         "spatial_leaves": _release(f, "--mechanism", "htf", "--schema", str(f["spatial"])),
     }
 

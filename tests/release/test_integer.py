@@ -67,6 +67,34 @@ def test_controlled_rounding_keeps_the_whole_total_and_moves_each_cell_less_than
     assert np.all(np.abs(r - x) < 1 + 1e-9)
 
 
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.floats(0, 20, allow_nan=False), min_size=2, max_size=12))
+def test_largest_remainders_reach_the_rounding_lps_optimum(v: list[float]) -> None:
+    """The L1 rounding problem under one sum, solved by HiGHS as an LP (its constraint matrix,
+    bounds and one row of ones, is totally unimodular), has the objective the largest
+    remainders give."""
+    from scipy.optimize import linprog
+
+    x = np.array(v)
+    total = float(np.rint(x.sum()))
+    floor = np.floor(x)
+    if not floor.sum() <= total <= np.ceil(x).sum():
+        return
+    frac = x - floor
+    # z in [0, 1] (up or not); |floor + z - x| = |z - frac| = frac + (1 - 2 frac) z on [0, 1]
+    result = linprog(
+        1.0 - 2.0 * frac,
+        A_eq=np.ones((1, len(x))),
+        b_eq=[total - floor.sum()],
+        bounds=[(0.0, 1.0)] * len(x),
+        method="highs",
+    )
+    assert result.status == 0
+    optimum = float(result.fun + frac.sum())
+    ours = controlled_round(x, np.zeros(len(x), np.int64), np.array([total]))
+    assert float(np.abs(ours - x).sum()) == pytest.approx(optimum, abs=1e-7)
+
+
 @st.composite
 def random_trees(draw: Any) -> tuple[RegionHierarchy, np.ndarray]:
     """A random hierarchy of 2 or 3 levels and noisy rows (negatives included) for every region."""

@@ -13,24 +13,25 @@ two steps per level of a hierarchy:
 1. **Non-negative L2 fit.** The children of a parent whose (whole) figure is fixed are
    projected in L2 onto ``{x >= 0, sum x = parent}`` (:func:`simplex_projection`: the exact
    Euclidean projection onto a scaled simplex, Held, Wolfe and Crowder, Math. Programming 1974;
-   Duchi, Shalev-Shwartz, Singer and Chandra, ICML 2008, Fig. 1). Where the aggregates are not
-   nested (the cuboids of a data cube form a lattice, not a tree) the finest table is fitted by
-   non-negative least squares against every released aggregate at once
-   (:func:`nonnegative_least_squares`, accelerated projected gradient) and every aggregate is
-   then summed from it.
-2. **Controlled rounding.** Each fitted value ``x*`` becomes ``floor(x*)`` or ``ceil(x*)`` so
-   that the L1 distance of the released aggregates to their fitted values is least
-   (TopDown's L1 rounding problem; Cox, "A constructive procedure for unbiased controlled
-   rounding", JASA 82, 1987, for the two-way case). Under one sum constraint the LP's optimum
-   is the largest-remainder rounding (:func:`controlled_round`, integral: the constraint
-   matrix is an interval matrix, totally unimodular); for the lattice of a data cube the LP is
-   solved with HiGHS (:func:`lp_controlled_round`) and any fractional part of its optimum (the
-   matrix of three or more crossed marginals is not totally unimodular) is rounded by largest
-   remainder under the grand total.
+   Duchi, Shalev-Shwartz, Singer and Chandra, ICML 2008, Fig. 1). Census regions are their own
+   hierarchy (:func:`topdown_hierarchy`); cells and spatial leaves get a tree of blocks of 4
+   neighbours (:func:`topdown_blocks`), so that mass moves only inside blocks. The cuboids of a
+   data cube form a lattice, not a tree: the finest table is fitted by non-negative least
+   squares against every published cuboid at once (:func:`nonnegative_least_squares`,
+   accelerated projected gradient) and every cuboid is then summed from it.
+2. **Controlled rounding.** Each fitted value ``x*`` becomes ``floor(x*)`` or ``ceil(x*)``
+   keeping its parent's whole figure (TopDown's L1 rounding problem; Cox, "A constructive
+   procedure for unbiased controlled rounding", JASA 82, 1987, for the two-way case). Under one
+   sum constraint per parent, ``min sum |x - x*|`` over the roundings is a linear programme
+   whose constraint matrix (one interval of ones per parent) is totally unimodular, so its
+   optimum is integral; it is the largest-remainder rounding, computed exactly without a
+   solver (:func:`controlled_round`). A data cube is rounded down the chain of cuboids
+   () < (a1) < (a1, a2) < ... (:func:`topdown_chain`), each a parent of the next.
 
 **What the rounding changes** (the error stated): every finest cell moves by less than 1 from
-its fitted value, so an answer summing ``n`` finest cells moves by less than ``n`` (and by less
-than 1 for a sum constraint the rounding keeps: a parent's children, the grand total). The
+its fitted value (projected under its parent's whole figure), so an answer summing ``n`` finest
+cells moves by less than ``n``, and every figure of the hierarchy (a parent, a block, a chain
+cuboid's cell, the grand total) by less than 1 from its own projection. The
 non-negative fit moves a figure by a data-dependent amount (a negative child is raised to 0 and
 its siblings lowered), so exact noise variances no longer describe the answers. What stays
 valid: an interval computed from the noisy measurements *before* post-processing that covers

@@ -330,9 +330,10 @@ class CuboidRelease(Release):
            alone would.
         2. Rounding (TopDown's L1 step): down the chain of cuboids () < (a1) < (a1, a2) < ... <
            F in schema order, a hierarchy whose every cell splits into the next attribute's
-           categories (:func:`dpcube.release.integer.topdown_chain`): the grand total made
-           whole, then each parent's children (the fit's roll-ups, already non-negative)
-           rounded under the parent's whole figure by the largest remainders.
+           categories (:func:`dpcube.release.integer.topdown_chain`): the released grand total
+           (the least-variance cuboid's) made whole, then each parent's children (the fit's
+           roll-ups, already non-negative) projected onto the non-negative figures summing to
+           the parent's whole figure and rounded under it by the largest remainders.
 
         Each chain cell moves by less than 1 (plus the few hundredths the projection under its
         parent's whole figure adds) from the fit; a cuboid off the chain is a roll-up of the
@@ -412,13 +413,16 @@ class CuboidRelease(Release):
         chain = [0]
         for i in bits(finest):
             chain.append(chain[-1] | 1 << i)
-        levels = [rollup(estimate, finest, m) for m in chain]
+        # the grand total stays the released one (its best estimate among the cuboids), made
+        # whole: the fit's clipping would otherwise add the positive part of every cell's noise
+        levels: list[Any] = [float(self.answer_many([{}])[0])]
+        levels += [rollup(estimate, finest, m) for m in chain[1:]]
         table = topdown_chain(levels)
         cuboids = {m: np.asarray(rollup(table, finest, m), dtype=np.float64) for m in masks}
         names = [",".join(self.geometry.attributes(m)) or "()" for m in chain]
         steps += [
             "TopDown down the chain of cuboids " + " < ".join(f"({n})" for n in names) + ": the "
-            "total made whole; at each level every parent's children projected in L2 onto the "
+            "released total made whole; at each level every parent's children projected in L2 onto the "
             "non-negative figures summing to the parent's whole figure (Held-Wolfe-Crowder) and "
             "rounded under it by the largest remainders (each chain cell within 1 of its "
             "projection)",
