@@ -5,8 +5,8 @@ the mean change the step made (integer minus unrounded), per published table (cu
 census level, spatial leaves and random rectangles), with the seconds ``to_integer`` took.
 Data: a generated 5-way cube of 110,592 cells and 336,776 records (the shape of the flights
 cube), Adult's 5-way cube (workclass x education-num x occupation x relationship x race,
-64,800 cells), IPUMS CPS households by state, the Gowalla check-ins grid (DPBench 2-D, 256 x
-256) and generated clustered points. Seeded; prints one markdown table.
+64,800 cells), IPUMS CPS households by state, DPBench's HEPTH histogram (4,096 cells), the
+Gowalla check-ins grid (DPBench 2-D, 256 x 256) and generated clustered points. Seeded; prints one markdown table.
 
     .venv/bin/python -m experiments.integer --data-dir ../shared/data
 """
@@ -147,10 +147,35 @@ def spatial_rows(name: str, grid: np.ndarray, epsilon: float) -> list[str]:
         leaves = np.asarray(release.leaf_counts, dtype=np.float64)
         out.append(
             f"| {name}, {label}, eps={epsilon:g} | 500 random rectangles ({len(leaves):,} "
-            f"leaves) | 500 | {int((leaves < 0).sum())} | {np.abs(a - truth).mean():.2f} | "
+            f"leaves) | 500 | {int((leaves < 0).sum()):,} | {np.abs(a - truth).mean():.2f} | "
             f"{np.abs(b - truth).mean():.2f} | {np.abs(b - a).mean():.2f} | {seconds:.2f} |"
         )
     return out
+
+
+def cells_rows(name: str, counts: np.ndarray, epsilon: float) -> list[str]:
+    """Identity on a 1-D histogram: 500 random ranges, unrounded and integer."""
+    from dpcube import Identity
+
+    n = len(counts)
+    schema = Schema.from_dict(
+        {"attributes": [{"name": "x", "kind": "ordinal", "range": [0, n - 1], "width": 1}]}
+    )
+    release = Identity(epsilon).release(Histogram(schema, counts), random_state=1, account=False)
+    t = time.perf_counter()
+    whole = release.to_integer()
+    seconds = time.perf_counter() - t
+    rng = np.random.default_rng(2)
+    ends = np.sort(rng.integers(0, n, size=(500, 2)), axis=1)
+    prefix = np.concatenate([[0], np.cumsum(counts)])
+    truth = prefix[ends[:, 1] + 1] - prefix[ends[:, 0]]
+    a = release.answer_many(whole.parsed([{"x": [int(lo), int(hi)]} for lo, hi in ends]))
+    b = whole.answer_many(whole.parsed([{"x": [int(lo), int(hi)]} for lo, hi in ends]))
+    return [
+        f"| {name}, Identity, eps={epsilon:g} | 500 random ranges ({n:,} cells) | 500 | "
+        f"{int((release.counts < 0).sum()):,} | {np.abs(a - truth).mean():.2f} | "
+        f"{np.abs(b - truth).mean():.2f} | {np.abs(b - a).mean():.2f} | {seconds:.2f} |"
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -169,6 +194,9 @@ def main(argv: list[str] | None = None) -> int:
         rows += adult_cube(args.data_dir, eps)
     if (args.data_dir / "ipums_cps").is_dir():
         rows += census_rows(args.data_dir, eps)
+    hepth = args.data_dir / "dpbench" / "1D" / "HEPTH.n4096.npy"
+    if hepth.is_file():
+        rows += cells_rows("DPBench HEPTH", np.rint(np.load(hepth)).astype(np.int64), eps)
     gowalla = args.data_dir / "dpbench" / "2D" / "checkin_256_256.npy"
     if gowalla.is_file():
         grid = np.rint(np.load(gowalla)).astype(np.int64)
