@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -38,7 +39,7 @@ def _nominal(cards: dict[str, int]) -> Schema:
 
 def cube_rows(name: str, counts: np.ndarray, schema: Schema, epsilon: float) -> list[str]:
     """One row per cuboid degree: mean |error| of the unrounded and integer cells, mean change."""
-    release = DataCube(epsilon, method="bmax", consistency="l2").release(
+    release: Any = DataCube(epsilon, method="bmax", consistency="l2").release(
         Histogram(schema, counts), random_state=1, account=False
     )
     t = time.perf_counter()
@@ -104,7 +105,7 @@ def census_rows(data_dir: Path, epsilon: float) -> list[str]:
     table = ipums_table(data_dir / "ipums_cps")
     rows = []
     for method in ("dp", "topdown", "cdp_approx"):
-        release = CensusHierarchy(epsilon, method=method).release(
+        release: Any = CensusHierarchy(epsilon, method=method).release(
             table, random_state=1, account=False
         )
         t = time.perf_counter()
@@ -139,7 +140,7 @@ def spatial_rows(name: str, grid: np.ndarray, epsilon: float) -> list[str]:
     )  # fmt: skip
     out = []
     for label, make in (("HTF", lambda: HTF(epsilon)), ("quadtree", lambda: QuadTree(epsilon))):
-        release = make().release(Histogram(schema, grid), random_state=1, account=False)
+        release: Any = make().release(Histogram(schema, grid), random_state=1, account=False)
         t = time.perf_counter()
         whole = release.to_integer()
         seconds = time.perf_counter() - t
