@@ -315,6 +315,32 @@ def nonnegative_least_squares(
     return x, "FISTA projected gradient with adaptive restart, " + status
 
 
+def rake(
+    table: NDArray[Any], margins: dict[int, NDArray[Any]], sweeps: int = 50
+) -> NDArray[np.float64]:
+    """Iterative proportional fitting (Deming and Stephan, Ann. Math. Stat. 11, 1940): the
+    non-negative ``table`` scaled, axis by axis, so that its one-way sums approach ``margins``
+    (``{axis: target sums}``, negative targets taken as 0); zeros stay zeros and every cell
+    stays non-negative. Where the margins agree on their total and a table with them exists
+    among those with the same zeros, the sweeps converge to it (Csiszar, Ann. Probab. 3, 1975);
+    else they stop after ``sweeps``, near a compromise.
+
+    >>> rake(np.array([[1.0, 1.0], [1.0, 1.0]]), {0: np.array([3.0, 1.0]), 1: np.array([2.0, 2.0])}).tolist()
+    [[1.5, 1.5], [0.5, 0.5]]
+    """
+    out = np.clip(np.asarray(table, dtype=np.float64), 0.0, None).copy()
+    for _ in range(sweeps):
+        for axis, target in margins.items():
+            others = tuple(k for k in range(out.ndim) if k != axis)
+            current = out.sum(axis=others)
+            wanted = np.clip(np.asarray(target, dtype=np.float64), 0.0, None)
+            factor = np.divide(wanted, current, out=np.zeros_like(current), where=current > 0)
+            shape = [1] * out.ndim
+            shape[axis] = -1
+            out *= factor.reshape(shape)
+    return out
+
+
 def topdown_chain(levels: Sequence[NDArray[Any]]) -> NDArray[np.int64]:
     """TopDown down a chain of nested tables: ``levels[k]`` is a table over the first ``k`` axes
     of the finest one (``levels[0]`` the grand total, ``levels[-1]`` the finest table), each
