@@ -339,9 +339,11 @@ class CuboidRelease(Release):
            roll-ups, already non-negative) projected onto the non-negative figures summing to
            the parent's whole figure and rounded under it by the largest remainders.
 
-        Each chain cell moves by less than 1 (plus the few hundredths the projection under its
-        parent's whole figure adds) from the fit; a cuboid off the chain is a roll-up of the
-        whole F, within the sum of its cells' moves (measured: docs/integer.md). The fit depends
+        Each chain cell moves from the fit by less than 1 plus its share of the gap between its
+        parent's whole figure and the fit's sum of the parent's children (under 1 below the
+        total; at the top, the gap between the released total and the fit's); a cuboid off the
+        chain is a roll-up of the whole F, within the sum of its cells' moves (measured:
+        docs/integer.md). The fit depends
         on the noise, so the exact variances no longer describe the answers: the new release's
         variance mode is ``"unknown"`` and its answers get no interval (the reason says why),
         while the release before this step keeps its exact ones. Post-processing: nothing is

@@ -894,6 +894,11 @@ class LeafRelease(Release):
         release's negative counts (:func:`negative_count_variance`), or None."""
         if self.variances is not None:
             return self.variances
+        from dpcube.release.integer import is_integer
+
+        if is_integer(self.metadata) and self.raw_variances is not None:
+            # whole counts have no negatives to estimate from: their own noisy counts' variance
+            return self.raw_variances
         v = negative_count_variance(self.leaf_counts)
         return None if v is None else np.full(len(self.leaf_counts), v)
 
