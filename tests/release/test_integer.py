@@ -171,6 +171,8 @@ def test_random_cubes_become_whole_non_negative_and_consistent(
             if mask != big and is_subset(mask, big):
                 assert np.array_equal(rollup(big_cells, big, mask), cells)
     assert len(totals) == 1  # one grand total across cuboids
+    # ... the released one (its least-variance estimate) made whole
+    assert totals == {float(max(0, round(release.answer({}))))}
     assert lattice.d == len(cards)
 
 
@@ -252,6 +254,8 @@ def test_census_integer_release_is_consistent_and_keeps_its_bounds(
     whole = release.to_integer()
     assert isinstance(whole, CensusRelease) and is_integer(whole.metadata)
     assert whole.is_whole_and_consistent()
+    # every census method already releases such a table: the step changes nothing
+    assert np.array_equal(whole.values, release.values)
     queries = [{"region": "A1", "size": [1, 2]}, {"size": 1}]
     u = answer_uncertainty(whole, queries)
     assert u.kind == "bound" and u.untrusted is None

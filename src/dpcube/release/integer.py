@@ -43,6 +43,7 @@ whole the same way. Everything else gets no interval, with the reason.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -81,7 +82,8 @@ def integer_metadata(metadata: ReleaseMetadata, **how: Any) -> ReleaseMetadata:
         "budget": "post-processing of the released figures: nothing charged",
         **how,
     }
-    return replace(metadata, report={**metadata.report, INTEGER_KEY: record})
+    copied = copy.deepcopy(metadata)  # the new release shares nothing mutable with the old
+    return replace(copied, report={**copied.report, INTEGER_KEY: record})
 
 
 def is_integer(metadata: ReleaseMetadata) -> bool:
