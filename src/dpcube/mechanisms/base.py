@@ -39,7 +39,7 @@ import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 import numpy as np
 from numpy.typing import NDArray
@@ -267,7 +267,7 @@ class Mechanism(ABC):
             )
         return declared.with_column(counted.column)
 
-    def with_unit(self, unit: PrivacyUnit) -> Mechanism:
+    def with_unit(self, unit: PrivacyUnit) -> Self:
         """A copy of this mechanism protecting ``unit`` (this one is left as it is)."""
         if unit == self.privacy_unit:
             return self

@@ -197,7 +197,7 @@ def privelet_candidates(
             )
             continue
         plain = () if name == "privelet" else None
-        mech = PriveletPlus(epsilon, plain_attributes=plain, neighbour=neighbour, privacy_unit=unit)
+        mech = PriveletPlus(epsilon, plain_attributes=plain, neighbour=neighbour).with_unit(unit)
         try:
             pplan = mech.plan(schema)
             factors = privelet_cell_covariance(pplan.axes)
@@ -295,7 +295,7 @@ def kronecker_strategy_row(
         if solver.kron is None or len(solver.kron) != len(w.dims):
             raise QueryError(f"strategy {name!r} is not a Kronecker product over the axes")
         trace = kron_trace(w.gram, [f.inverse() for f in solver.kron])
-    mech = MatrixMechanism(epsilon, delta, neighbour=neighbour, privacy_unit=unit)
+    mech = MatrixMechanism(epsilon, delta, neighbour=neighbour).with_unit(unit)
     return {
         "error": mech.release_noise_variance(s) * trace,
         "rows": s.operator.rows,
@@ -481,7 +481,7 @@ def datacube_candidates(
             )
             continue
         params = {"method": method, "consistency": consistency, "publish": f"k={k}"}
-        mech = DataCube(epsilon, neighbour=neighbour, privacy_unit=unit, **params)  # type: ignore[arg-type]
+        mech = DataCube(epsilon, neighbour=neighbour, **params).with_unit(unit)  # type: ignore[arg-type]
         cplan = mech.plan(schema)
         lattice = cplan.geometry.lattice
         sources = cplan.selection.sources

@@ -104,7 +104,7 @@ def noise_comparison(
     """The release errors of one strategy under Gaussian (``mech``, with delta) and Laplace noise
     at the same epsilon, and which is lower (dpcube's samplers, not the B.3 formula, whose algebra
     is corrected above)."""
-    laplace = MatrixMechanism(epsilon, None, neighbour=neighbour, privacy_unit=unit)
+    laplace = MatrixMechanism(epsilon, None, neighbour=neighbour).with_unit(unit)
     gaussian_error = mech.release_noise_variance(strategy) * trace
     laplace_error = laplace.release_noise_variance(strategy) * trace
     return {
@@ -151,7 +151,7 @@ def plan(
     if gaussian and max(axes) <= MAX_OPTIMUM_AXIS and (isinstance(gram, Kronecker) or n_ok):
         optimum = gaussian_optimum(gram)
         out["optimum"] = {**optimum.to_dict(), "error": unit * optimum.primal}
-    mech = MatrixMechanism(epsilon, delta, neighbour=neighbour, privacy_unit=privacy_unit)
+    mech = MatrixMechanism(epsilon, delta, neighbour=neighbour).with_unit(privacy_unit)
     for name in strategies or applicable(workload):
         start = time.perf_counter()
         s = make_strategy(name, workload.dims, workload)
