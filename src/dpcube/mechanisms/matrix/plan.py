@@ -133,6 +133,9 @@ def plan(
     validate_privacy(epsilon, delta)
     gaussian = delta is not None and delta > 0
     unit = gaussian_sigma(1.0, epsilon, delta) ** 2 if gaussian and delta else 2.0 / epsilon**2
+    # a privacy unit of m rows multiplies every strategy's sensitivity by m (MatrixMechanism.
+    # sensitivity), so the bounds below are at m rows too
+    unit *= float(privacy_unit.rows) ** 2
     bound = unit * svdb(workload.gram)
     known_bound = math.isfinite(bound)  # svdb is not computed for large box workloads
     out: dict[str, Any] = {
