@@ -186,7 +186,8 @@ class SpatialMechanism(Mechanism):
         ParamSpec(
             "user_bound",
             "int",
-            "the unit of privacy is a user holding at most this many points (1: one point)",
+            "the unit of privacy is a user holding at most this many points (1: one point); "
+            "the older name of privacy_unit's max_rows_per_unit (--max-rows-per-unit)",
             low=1,
             high=MAX_USER_BOUND,
         ),
