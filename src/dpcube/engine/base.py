@@ -73,4 +73,4 @@ class Engine(ABC):
         Rows the policy does not cover raise :func:`dpcube.engine.sql.out_of_domain_error`; the
         offending values (private data) are in its message only when ``show_values``. With
         ``bound`` each privacy unit's rows are bounded first
-        (:func:`dpcube.engine.counting.bound_contributions`)."""
+        (:func:`dpcube.engine.counting.bound_units`)."""

@@ -7,7 +7,7 @@ DuckDB and Spark run the same statements (their dialects differ only in what
 - :func:`cuboid_counts`: the cuboids of a data cube for a list of grouping sets, in one
   ``GROUP BY GROUPING SETS`` query that never builds the base cuboid unless it is asked for;
 - :func:`group_size_counts`: a census group-size table (unit -> size, then region x size);
-- :func:`bound_contributions`: any of these over the rows that remain when each privacy unit
+- :func:`bound_units`: any of these over the rows that remain when each privacy unit
   keeps at most K rows (and C cells, R rows a cell), chosen by a keyed hash that both engines
   compute the same way (:func:`bounded_rows_sql`).
 
@@ -89,12 +89,12 @@ def histogram_counts(
 ) -> tuple[NDArray[np.int64], dict[str, Any]]:
     """Counts in the schema's shape and the data report (:meth:`dpcube.engine.Engine.histogram`).
 
-    With ``bound`` each unit's rows are bounded first (:func:`bound_contributions`); the report
+    With ``bound`` each unit's rows are bounded first (:func:`bound_units`); the report
     then adds the bounding's exact figures (:func:`bounding_report`: the curator's only)."""
     before: dict[str, Any] | None = None
     if bound is not None:
         check_policy(on_out_of_domain)
-        table, before = bound_contributions(table, schema, bound, on_out_of_domain)
+        table, before = bound_units(table, schema, bound, on_out_of_domain)
     exprs = _codes(table, schema)
     select = ", ".join(f"{e} AS a{i}" for i, e in enumerate(exprs))
     keys = ", ".join(f"a{i}" for i in range(len(exprs)))
@@ -130,7 +130,7 @@ def cuboid_counts(
 ) -> tuple[dict[tuple[int, ...], NDArray[np.int64]], dict[str, Any]]:
     """The cuboid of each grouping set (a tuple of schema axes), in one GROUPING SETS query.
 
-    With ``bound`` each privacy unit's rows are bounded first (:func:`bound_contributions`; a
+    With ``bound`` each privacy unit's rows are bounded first (:func:`bound_units`; a
     row's cell is its bin codes and, with ``weight``, its clipped measure), and the report adds
     the bounding's exact figures (:func:`bounding_report`, the curator's only).
 
@@ -144,7 +144,7 @@ def cuboid_counts(
     check_policy(on_out_of_domain)
     if bound is not None:
         extra = [] if weight is None else [_clipped_measure(table.dialect, weight)]
-        bounded, before = bound_contributions(table, schema, bound, on_out_of_domain, extra)
+        bounded, before = bound_units(table, schema, bound, on_out_of_domain, extra)
         cuboids, counted_report = cuboid_counts(
             bounded, schema, grouping_sets, on_out_of_domain, weight, show_values
         )
@@ -671,7 +671,7 @@ class BoundedTable:
         return self.inner.arrays(self._query(query))
 
 
-def bound_contributions(
+def bound_units(
     table: Table,
     schema: Schema,
     bound: ContributionBound,

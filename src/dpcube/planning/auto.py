@@ -159,13 +159,16 @@ class AutoMechanism(Mechanism):
         the privacy unit the input was bounded for (:meth:`Mechanism.unit_for`)."""
         unit = self.unit_for(data)
         if unit != self.privacy_unit:
-            return self.with_unit(unit).release(
+            twin = self.with_unit(unit)
+            adopted = twin.release(
                 data,
                 random_state,
                 ledger=ledger,
                 account=account,
                 requested_total=requested_total,
             )
+            self.plan_, self.chosen_ = twin.plan_, twin.chosen_
+            return adopted
         schema = getattr(data, "schema", None)
         if not isinstance(schema, Schema):
             raise DataError(

@@ -69,7 +69,7 @@ def counts_from_source(
     (every cause counted; offending values only with ``show_values``).
 
     With ``bound`` each privacy unit keeps at most K rows first (in the engine,
-    :func:`dpcube.engine.counting.bound_contributions`).
+    :func:`dpcube.engine.counting.bound_units`).
 
     Returns the cuboids (lattice layout) and the data report of :func:`dpcube.engine.base.policy_report`.
     """
