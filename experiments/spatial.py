@@ -563,7 +563,7 @@ def user_level(b: Bench, geolife: Any, eps: float, bounds: list[int]) -> None:
                 r,
                 loads,
                 figure="users",
-                dataset=f"GeoLife c={c} (dropped {H.report['points_dropped']})",
+                dataset=f"GeoLife c={c} (dropped {H.report['rows_dropped_by_bound']})",
                 method="HTF user-level",
                 epsilon=eps,
                 height=r.metadata.noise["height"],

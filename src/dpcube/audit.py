@@ -31,6 +31,11 @@ A **violation** is ``epsilon_lb > claimed epsilon``: a mechanism that keeps its 
 with probability at most 1 - c. The audit can only find loss that some scalar threshold event on
 the released vector shows; passing is evidence, not proof.
 
+With a privacy unit (``unit``: K rows, optionally C cells of R rows), the neighbouring pairs are
+unit-level: one whole unit of every extreme shape (its rows packed from each cell on) or of a
+random bounded shape is added, removed or replaced (:func:`dpcube.mechanisms.conformance.unit_neighbours`),
+and the mechanism releases with that unit's sensitivities.
+
 Releases run here are seeded (never for publication), unaccounted (``account=False``) and on
 synthetic neighbouring inputs only.
 """
@@ -47,8 +52,15 @@ from numpy.typing import NDArray
 from scipy.stats import beta
 
 from dpcube.histogram import Histogram
-from dpcube.mechanisms.conformance import Case, case_neighbours, neighbouring_pairs, tiny_histograms
+from dpcube.mechanisms.conformance import (
+    Case,
+    case_neighbours,
+    neighbouring_pairs,
+    tiny_histograms,
+    unit_neighbours,
+)
 from dpcube.privacy.random import NO_NOISE
+from dpcube.privacy.unit import ROW, PrivacyUnit
 from dpcube.release.base import Release
 from dpcube.schema import Schema
 
@@ -194,6 +206,7 @@ def candidate_pairs(
     limit: int = 3,
     max_screened: int = 48,
     seed: int = 0,
+    unit: PrivacyUnit = ROW,
 ) -> list[Pair]:
     """The ``limit`` neighbouring pairs whose noiseless releases differ most (in the most
     coordinates, then in L1: a moved split or selection changes many), from the conformance bases; at most ``max_screened`` pairs are screened (all from the empty and all-ones
@@ -203,6 +216,10 @@ def candidate_pairs(
     rng = np.random.default_rng(seed)
     screened: list[Pair] = []
     for name, hist in zip(names, tiny_histograms(case.schema), strict=True):
+        if not unit.is_row:
+            for x0, x1 in unit_neighbours(hist.counts, unit, neighbour, rng):
+                screened.append(Pair(x0, x1, _unit_label(name, x0, x1)))
+            continue
         for y in _neighbours_of(hist.counts, neighbour, max_screened, rng):
             screened.append(Pair(hist.counts, y, _label(name, hist.counts, y)))
     if len(screened) > max_screened:
@@ -210,8 +227,8 @@ def candidate_pairs(
         screened = [screened[i] for i in sorted(order[:max_screened])]
     moves: list[tuple[float, float]] = []
     for i, pair in enumerate(screened):
-        v0 = _view(case, mechanism, pair.x0, NO_NOISE)
-        v1 = _view(case, mechanism, pair.x1, NO_NOISE)
+        v0 = _view(case, mechanism, pair.x0, NO_NOISE, unit)
+        v1 = _view(case, mechanism, pair.x1, NO_NOISE, unit)
         same = v0.shape == v1.shape
         change = v0 - v1 if same else None
         moves.append(
@@ -224,8 +241,23 @@ def candidate_pairs(
     return [screened[i] for i in ranked[:limit]]
 
 
-def _view(case: Case, mechanism: Any, counts: NDArray[np.int64], random_state: Any) -> Any:
-    data = case.prepare(Histogram(case.schema, counts))
+def _unit_label(base: str, x0: NDArray[np.int64], x1: NDArray[np.int64]) -> str:
+    diff = (x1 - x0).ravel()
+    added = {int(i): int(diff[i]) for i in np.flatnonzero(diff > 0)}
+    removed = {int(i): int(-diff[i]) for i in np.flatnonzero(diff < 0)}
+    if removed:
+        return f"{base}: one unit's rows {removed} replaced by {added} (cell: rows)"
+    return f"{base}: plus one unit of rows {added} (cell: rows)"
+
+
+def _view(
+    case: Case,
+    mechanism: Any,
+    counts: NDArray[np.int64],
+    random_state: Any,
+    unit: PrivacyUnit = ROW,
+) -> Any:
+    data = case.prepare(Histogram(case.schema, counts, privacy_unit=unit))
     release = mechanism.release(data, random_state=random_state, account=False)
     return release_vector(release, case.queries)
 
@@ -237,10 +269,11 @@ def sample_outputs(
     runs: int,
     rng: np.random.Generator,
     min_width: int = 0,
+    unit: PrivacyUnit = ROW,
 ) -> NDArray[np.float64]:
     """``runs`` releases of ``counts`` (seeded from ``rng``, unaccounted), one vector a row
     (padded with NaN to the longest, and to at least ``min_width``)."""
-    rows = [_view(case, mechanism, counts, rng) for _ in range(runs)]
+    rows = [_view(case, mechanism, counts, rng, unit) for _ in range(runs)]
     width = max([min_width, *(r.size for r in rows)])
     out = np.full((runs, width), np.nan)
     for i, r in enumerate(rows):
@@ -475,24 +508,28 @@ def audit(
     screened: int = 48,
     confidence: float = DEFAULT_CONFIDENCE,
     seed: int = 0,
+    unit: PrivacyUnit = ROW,
 ) -> AuditResult:
     """Audit ``mechanism`` (default ``case.make(neighbour)``) on neighbouring inputs of ``case``'s
     schema: search pairs, select an event on ``selection_runs`` releases a side of each of the top
     ``pairs`` pairs (default ``runs // 2``) of the ``screened`` pairs ranked by
-    :func:`candidate_pairs`, then measure it on ``runs`` fresh releases a side."""
+    :func:`candidate_pairs`, then measure it on ``runs`` fresh releases a side. With ``unit``
+    the pairs differ in one unit and the mechanism protects that unit."""
     if runs < 10:
         raise ValueError(f"runs must be at least 10, got {runs}")
     mech = case.make(neighbour) if mechanism is None else mechanism
+    if not unit.is_row:
+        mech = mech.with_unit(unit)
     claimed = float(mech.epsilon)
     delta = float(mech.charged_delta or 0.0)
     rng = np.random.default_rng(seed)
     sel = max(10, runs // 2) if selection_runs is None else selection_runs
     best: tuple[float, Pair, Event, int] | None = None
     for pair in candidate_pairs(
-        case, mech, neighbour, limit=pairs, max_screened=screened, seed=seed
+        case, mech, neighbour, limit=pairs, max_screened=screened, seed=seed, unit=unit
     ):
-        y0 = sample_outputs(case, mech, pair.x0, sel, rng)
-        y1 = sample_outputs(case, mech, pair.x1, sel, rng, min_width=y0.shape[1])
+        y0 = sample_outputs(case, mech, pair.x0, sel, rng, unit=unit)
+        y1 = sample_outputs(case, mech, pair.x1, sel, rng, min_width=y0.shape[1], unit=unit)
         if y0.shape[1] < y1.shape[1]:
             y0 = np.pad(y0, ((0, 0), (0, y1.shape[1] - y0.shape[1])), constant_values=np.nan)
         event, score = select_event(y0, y1, delta, confidence, pair.noiseless_shift)
@@ -502,13 +539,15 @@ def audit(
     score, pair, event, width = best
     first, second = (pair.x1, pair.x0) if event.swap else (pair.x0, pair.x1)
     # The event reads the first ``width`` coordinates (the selection samples' width).
-    k0 = int(event.hits(sample_outputs(case, mech, first, runs, rng, width)[:, :width]).sum())
-    k1 = int(event.hits(sample_outputs(case, mech, second, runs, rng, width)[:, :width]).sum())
+    k0 = int(event.hits(sample_outputs(case, mech, first, runs, rng, width, unit)[:, :width]).sum())
+    k1 = int(
+        event.hits(sample_outputs(case, mech, second, runs, rng, width, unit)[:, :width]).sum()
+    )
     bound = epsilon_lower_bound(k0, runs, k1, runs, delta, confidence)
     return AuditResult(
         mechanism=str(getattr(mech, "name", type(mech).__name__)),
         case=case.id,
-        neighbour=neighbour,
+        neighbour=neighbour if unit.is_row else f"{neighbour}, unit {unit.manifest()}",
         claimed=claimed,
         delta=delta,
         lower_bound=bound,
@@ -597,6 +636,7 @@ def audit_configuration(
     runs: int = 1000,
     confidence: float = DEFAULT_CONFIDENCE,
     seed: int = 0,
+    unit: PrivacyUnit = ROW,
 ) -> list[AuditResult]:
     """Audit the mechanism ``name`` built with ``params`` (as ``dpcube release --param``) at
     ``epsilon`` (and ``delta``), under each of ``neighbours`` (default: all it supports), on
@@ -616,7 +656,13 @@ def audit_configuration(
     for neighbour in chosen:
         mechanism = cls(neighbour=neighbour, **privacy, **params)
         result = audit(
-            case, neighbour, mechanism=mechanism, runs=runs, confidence=confidence, seed=seed
+            case,
+            neighbour,
+            mechanism=mechanism,
+            runs=runs,
+            confidence=confidence,
+            seed=seed,
+            unit=unit,
         )
         result.case = f"{name} on synthetic data of the {case.id} schema"
         results.append(result)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -9,7 +10,9 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from dpcube.engine import POLICIES, Engine, OutOfDomainPolicy, get_engine
+from dpcube.engine.counting import ContributionBound
 from dpcube.errors import DataError, SchemaError
+from dpcube.privacy.unit import ROW, PrivacyUnit
 from dpcube.schema import Schema
 
 
@@ -28,6 +31,9 @@ class Histogram:
     #: The identity of the data set counted (``sha256:<fingerprint>`` or ``name:<NAME>``), which
     #: selects its budget ledger; ``None`` for bare counts. Never written into a release.
     dataset: str | None = field(default=None, repr=False, compare=False)
+    #: The unit whose rows were bounded before counting (:data:`~dpcube.privacy.unit.ROW`: none);
+    #: a mechanism releasing this histogram protects that unit.
+    privacy_unit: PrivacyUnit = field(default=ROW, compare=False)
 
     def __init__(
         self,
@@ -36,6 +42,7 @@ class Histogram:
         report: dict[str, Any] | None = None,
         *,
         dataset: str | None = None,
+        privacy_unit: PrivacyUnit = ROW,
     ) -> None:
         arr = np.asarray(counts)
         if arr.shape != schema.shape:
@@ -47,6 +54,7 @@ class Histogram:
         object.__setattr__(self, "counts", arr)
         object.__setattr__(self, "report", dict(report or {}))
         object.__setattr__(self, "dataset", dataset)
+        object.__setattr__(self, "privacy_unit", privacy_unit)
 
     @property
     def total(self) -> int:
@@ -97,6 +105,11 @@ def histogram(
     max_cells: int | None = None,
     dataset: str | None = None,
     show_values: bool = False,
+    privacy_unit: str | None = None,
+    max_rows_per_unit: int | None = None,
+    max_cells_per_unit: int | None = None,
+    max_rows_per_cell: int | None = None,
+    bounding_seed: int | float | str | None = None,
 ) -> Histogram:
     """Count the records of ``source`` in every cell of ``schema``'s domain.
 
@@ -112,16 +125,48 @@ def histogram(
     Rows that ``on_out_of_domain`` does not cover raise :class:`dpcube.errors.DataError` counting
     each cause per column; ``show_values=True`` adds the commonest offending values to the message
     (they are private data: for the curator's eyes only).
+
+    ``privacy_unit`` names the column whose values are the units to protect (a plane, a patient,
+    a customer): each unit then keeps at most ``max_rows_per_unit`` rows (and at most
+    ``max_cells_per_unit`` cells and ``max_rows_per_cell`` rows in one cell), a uniformly random
+    choice made in the engine before counting (:func:`dpcube.engine.counting.bounded_rows_sql`),
+    and a mechanism releasing the histogram protects one unit (:mod:`dpcube.privacy.unit`). A
+    NULL unit id is refused. ``bounding_seed`` makes the choice reproducible (tests; by default
+    a fresh random 128-bit key). The number of rows dropped is exact: it goes to the report (the
+    curator's log), never into a release.
     """
+    unit = PrivacyUnit.parse(privacy_unit, max_rows_per_unit, max_cells_per_unit, max_rows_per_cell)
     if on_out_of_domain not in POLICIES:
         raise DataError(
             f"on_out_of_domain must be one of {', '.join(POLICIES)}, got {on_out_of_domain!r}"
         )
     schema.check_materialisable(max_cells)
     counts, report = get_engine(engine, source).histogram(
-        source, schema, on_out_of_domain=on_out_of_domain, show_values=show_values
+        source,
+        schema,
+        on_out_of_domain=on_out_of_domain,
+        show_values=show_values,
+        bound=contribution_bound(unit, bounding_seed),
     )
-    return Histogram(schema, counts, report, dataset=data_set_identity(source, dataset))
+    return Histogram(
+        schema, counts, report, dataset=data_set_identity(source, dataset), privacy_unit=unit
+    )
+
+
+def contribution_bound(
+    unit: PrivacyUnit, seed: int | float | str | None = None
+) -> ContributionBound | None:
+    """The engine's bounding instruction for ``unit`` (None for the row), keyed by ``seed`` or a
+    fresh random 128-bit key."""
+    if unit.column is None:
+        return None
+    return ContributionBound(
+        unit.column,
+        unit.max_rows_per_unit,
+        secrets.token_hex(16) if seed is None else str(seed),
+        unit.max_cells_per_unit,
+        unit.max_rows_per_cell,
+    )
 
 
 def data_set_identity(source: Any, name: str | None = None) -> str | None:

@@ -295,6 +295,37 @@ def test_cli_spatial_user_bounding(tmp_path: Path) -> None:
     assert_no_exact_figures(release, tmp_path)
 
 
+@pytest.mark.parametrize("mechanism", ["identity", "datacube", "privelet"])
+def test_cli_privacy_unit_bounding(mechanism: str, tmp_path: Path) -> None:
+    """Units, rows before bounding and rows dropped by the bound differ between D1 and D2."""
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps(mixed_schema().to_dict()))
+    for d in (1, 2):
+        frame = _mixed_rows(d)
+        frame["unit"] = np.random.default_rng(d).integers(0, 6 + 3 * d, size=len(frame))
+        frame.to_csv(tmp_path / f"d{d}.csv", index=False)
+
+    def release(d: int, seed: int, out: Path) -> Path:
+        return _cli(
+            tmp_path,
+            tmp_path / f"d{d}.csv",
+            out,
+            seed,
+            "--mechanism",
+            mechanism,
+            "--schema",
+            str(schema),
+            "--on-out-of-domain",
+            "clip",
+            "--privacy-unit",
+            "unit",
+            "--max-rows-per-unit",
+            "3",
+        )
+
+    assert_no_exact_figures(release, tmp_path)
+
+
 def test_cli_census_group_sizes(tmp_path: Path) -> None:
     """The units and their regions are public (the census neighbour); the sizes are not."""
     hierarchy = tmp_path / "regions.csv"

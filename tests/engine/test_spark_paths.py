@@ -202,7 +202,7 @@ def test_user_bounding_chooses_the_same_points_on_both_engines(spark: Any) -> No
         assert duck.report == spk.report
         # every one of the 30 users has more than 3 points: exactly 3 each are kept, before the
         # out-of-domain rows (at most 2 here) are dropped
-        assert duck.report["users"] == 30 and duck.report["rows"] == 90
+        assert duck.report["units"] == 30 and duck.report["rows"] == 90
     other = bound_contributions(frame, SPATIAL, "user", 3, seed=2, on_out_of_domain="drop")
     # another seed chooses other points (a 4x4 grid, 90 of 400 points: equal counts by chance
     # would need every cell to match)

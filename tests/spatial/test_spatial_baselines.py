@@ -32,6 +32,7 @@ from dpcube.mechanisms.spatial.tree import binary_tree, consistent_tree, quad_tr
 from dpcube.mechanisms.spatial.trees import release_tree_counts
 from dpcube.privacy.random import NO_NOISE, SeededRandomSource
 from dpcube.privacy.samplers import laplace_scale_rational
+from dpcube.privacy.unit import PrivacyUnit
 from dpcube.schema import Schema
 
 
@@ -259,13 +260,14 @@ def test_bound_contributions_keeps_at_most_c_points_per_user() -> None:
     per_user = df.groupby("uid").size()
     assert h.total == int(np.minimum(per_user, 3).sum())
     assert h.report["contribution_bound"] == 3
-    assert h.report["points_dropped"] == len(df) - h.total
-    assert h.report["users"] == 40
+    assert h.report["rows_dropped_by_bound"] == len(df) - h.total
+    assert h.report["units"] == 40
+    assert h.privacy_unit.manifest() == {"column": "uid", "max_rows_per_unit": 3}
     again = bound_contributions(df, schema, "uid", 3, seed=0.25)
     np.testing.assert_array_equal(h.counts, again.counts)
-    with pytest.raises(DataError, match="user column 'who'"):
+    with pytest.raises(DataError, match="privacy unit column 'who'"):
         bound_contributions(df, schema, "who", 3)
-    with pytest.raises(DataError, match="NULL user ids"):
+    with pytest.raises(DataError, match="NULL ids"):
         bound_contributions(
             df.assign(uid=df.uid.astype("float").where(df.index > 3)), schema, "uid", 3
         )
@@ -276,12 +278,12 @@ def test_user_level_mechanisms_require_a_matching_bound() -> None:
     schema = spatial_case_schema(4, 4)
     h = bound_contributions(df, schema, "uid", 3)
     r = UniformGrid(1.0, user_bound=3, grid_size=4).release(h, random_state=1)
-    assert r.curator_log["contribution_bound"] == 3 and r.curator_log["users"] == 40
+    assert r.curator_log["contribution_bound"] == 3 and r.curator_log["units"] == 40
     assert "contribution_bound" not in r.metadata.report
     assert r.metadata.report["privacy_unit"] == "user (at most 3 points)"
-    with pytest.raises(DataError, match="keeps up to 3 points per user"):
+    with pytest.raises(DataError, match="keeps up to 3 rows per unit 'uid'"):
         UniformGrid(1.0, user_bound=2).release(h, random_state=1)
-    with pytest.raises(DataError, match="contribution-bounded histogram"):
+    with pytest.raises(DataError, match="not bounded per unit"):
         UniformGrid(1.0, user_bound=3).release(Histogram(schema, h.counts), random_state=1)
 
 
@@ -292,7 +294,7 @@ def test_user_level_noise_scales_with_c() -> None:
     r1 = Singular(1.0).release(
         Histogram(spatial_case_schema(2, 2), np.ones((2, 2))), random_state=1
     )
-    hist = Histogram(spatial_case_schema(2, 2), np.ones((2, 2)), {"contribution_bound": c})
+    hist = Histogram(spatial_case_schema(2, 2), np.ones((2, 2)), privacy_unit=PrivacyUnit("uid", c))
     rc = Singular(1.0, user_bound=c).release(hist, random_state=1)
     assert rc.metadata.noise["scale"] == pytest.approx(c * r1.metadata.noise["scale"], rel=1e-6)
     worst = 0

@@ -60,8 +60,8 @@ def test_release_htf_user_level_and_query(
     assert release.metadata.params["user_bound"] == 4
     assert release.metadata.report == {"privacy_unit": "user (at most 4 points)"}
     err = capsys.readouterr().err
-    assert "NOT PRIVATE, DO NOT PUBLISH" in err and f'"points_dropped": {30 * 16}' not in err
-    assert f"points_dropped={30 * 16}" in err
+    assert "NOT PRIVATE, DO NOT PUBLISH" in err and f'"rows_dropped_by_bound": {30 * 16}' not in err
+    assert f"rows_dropped_by_bound={30 * 16}" in err
     assert main(["query", str(tmp_path / "r"), "--where", "loc=#0..7:0..15"]) == 0
     assert capsys.readouterr().out.strip()
     assert (

@@ -62,6 +62,19 @@ def register(subparsers: Any) -> None:
         default=None,
         help="audit under this neighbour notion only (default: every one the mechanism supports)",
     )
+    p.add_argument(
+        "--max-rows-per-unit",
+        default=None,
+        metavar="K",
+        help="audit unit-level privacy: neighbouring inputs differ in one unit of at most K rows "
+        "(every extreme shape and random ones), released with that unit's sensitivities",
+    )
+    p.add_argument(
+        "--max-cells-per-unit", default=None, metavar="C", help="with --max-rows-per-unit"
+    )
+    p.add_argument(
+        "--max-rows-per-cell", default=None, metavar="R", help="with --max-rows-per-unit"
+    )
     p.add_argument("--runs", type=int, default=1000, help="releases a side in the measurement half")
     p.add_argument("--confidence", type=float, default=0.95, help="confidence of each lower bound")
     p.add_argument("--seed", type=int, default=0, help="seed of the audit's noise streams")
@@ -100,8 +113,12 @@ def handler(args: argparse.Namespace) -> int:
     from dpcube import audit as A
     from dpcube.cli.main import parse_params
     from dpcube.cli.params import coerce_params, refuse_unknown_params
+    from dpcube.privacy.unit import PrivacyUnit
 
     _check(args)
+    bounds = (args.max_rows_per_unit, args.max_cells_per_unit, args.max_rows_per_cell)
+    # the synthetic inputs' unit column is nameless: any column bounded so is audited alike
+    unit = PrivacyUnit.parse("unit" if any(b is not None for b in bounds) else None, *bounds)
     results: list[A.AuditResult] = []
 
     def emit(new: list[A.AuditResult]) -> None:
@@ -114,6 +131,10 @@ def handler(args: argparse.Namespace) -> int:
         from dpcube.mechanisms.conformance import case_neighbours
 
         for name in [args.mechanism] if args.mechanism else sorted(registry.MECHANISMS):
+            cls = registry.resolve(registry.MECHANISMS, name, "mechanism")
+            if not unit.is_row and cls.unit_refusal:
+                print(f"skipped {name}: {cls.unit_refusal}", file=sys.stderr)
+                continue
             for case in A.registered_cases(name):
                 for neighbour in case_neighbours(case):
                     emit(
@@ -124,6 +145,7 @@ def handler(args: argparse.Namespace) -> int:
                                 runs=args.runs,
                                 confidence=args.confidence,
                                 seed=args.seed,
+                                unit=unit,
                             )
                         ]
                     )
@@ -153,6 +175,7 @@ def handler(args: argparse.Namespace) -> int:
                     runs=args.runs,
                     confidence=args.confidence,
                     seed=args.seed,
+                    unit=unit,
                 )
             except DPCubeError as exc:
                 if not args.sweep:

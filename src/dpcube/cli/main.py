@@ -667,6 +667,7 @@ def _add_release(sub: Any, with_domains: bool = True) -> None:
         action="store_true",
         help="do not write the HTML report (REL/report.html; `dpcube report REL` writes it later)",
     )
+    mechanism_flags.add_unit_flags(p)
     mechanism_flags.add_flags(p, with_domains=with_domains)
     p.set_defaults(func=cmd_release)
 

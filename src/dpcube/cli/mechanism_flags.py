@@ -30,6 +30,7 @@ from dpcube.errors import BudgetError, DataError, SchemaError, UsageError
 
 if TYPE_CHECKING:
     from dpcube.mechanisms.base import Mechanism
+    from dpcube.privacy.unit import PrivacyUnit
     from dpcube.schema import Schema
 
 #: The spatial mechanisms (points in a latitude/longitude grid).
@@ -123,13 +124,14 @@ FLAGS: tuple[MechanismFlag, ...] = (
     MechanismFlag(
         "--user-column",
         SPATIAL,
-        "spatial mechanisms: the column identifying users (user-level privacy)",
+        "spatial mechanisms: the column identifying users (user-level privacy); the older name "
+        "of --privacy-unit",
     ),
     MechanismFlag(
         "--max-points-per-user",
         SPATIAL,
         "spatial mechanisms, with --user-column: keep at most this many random points per user "
-        "(the mechanism's user_bound)",
+        "(the mechanism's user_bound); the older name of --max-rows-per-unit",
         param="user_bound",
         options={"type": int},
     ),
@@ -185,6 +187,69 @@ FLAGS: tuple[MechanismFlag, ...] = (
         options={"choices": REGION_OF_UNIT},
     ),
 )
+
+
+def add_unit_flags(parser: argparse.ArgumentParser) -> None:
+    """The privacy-unit flags, which every mechanism takes (:mod:`dpcube.privacy.unit`)."""
+    group = parser.add_argument_group(
+        "privacy unit (every mechanism; default: one row)",
+        "protect a unit of many rows (a plane, a patient, a customer): each unit keeps at most "
+        "K rows, chosen at random in the engine before counting, and every sensitivity is that "
+        "of one unit",
+    )
+    group.add_argument(
+        "--privacy-unit",
+        default=None,
+        metavar="COLUMN",
+        help="the column identifying the unit to protect (needs --max-rows-per-unit)",
+    )
+    group.add_argument(
+        "--max-rows-per-unit",
+        default=None,
+        metavar="K",
+        help="keep at most K rows of each unit (a uniformly random choice); the noise grows with K",
+    )
+    group.add_argument(
+        "--max-cells-per-unit",
+        default=None,
+        metavar="C",
+        help="also keep at most C distinct cells of each unit (tighter: min(K, C*R) rows)",
+    )
+    group.add_argument(
+        "--max-rows-per-cell",
+        default=None,
+        metavar="R",
+        help="also keep at most R rows of a unit in one cell (Gaussian noise then uses the L2 "
+        "bound sqrt of C cells of R)",
+    )
+
+
+def privacy_unit_of(args: argparse.Namespace, name: str, cls: type[Mechanism]) -> PrivacyUnit:
+    """The unit the flags name, checked (before the ledger is read): ``--privacy-unit`` and its
+    bounds, or the spatial mechanisms' older ``--user-column``/``--max-points-per-user``."""
+    from dpcube.privacy.unit import PrivacyUnit
+
+    column = getattr(args, "privacy_unit", None)
+    bounds = [
+        getattr(args, "max_rows_per_unit", None),
+        getattr(args, "max_cells_per_unit", None),
+        getattr(args, "max_rows_per_cell", None),
+    ]
+    if getattr(args, "user_column", None):
+        if column is not None or any(b is not None for b in bounds):
+            raise UsageError(
+                "--user-column/--max-points-per-user are the older names of --privacy-unit/"
+                "--max-rows-per-unit; give one of the two"
+            )
+        if args.max_points_per_user is None:
+            raise DataError(
+                "--user-column needs --max-points-per-user C (the points kept per user)"
+            )
+        column, bounds[0] = args.user_column, args.max_points_per_user
+    unit = PrivacyUnit.parse(column, *bounds)
+    if not unit.is_row and cls.unit_refusal:
+        raise UsageError(f"--privacy-unit: --mechanism {name}: {cls.unit_refusal}")
+    return unit
 
 
 def add_flags(parser: argparse.ArgumentParser, *, with_domains: bool = False) -> None:
@@ -271,6 +336,9 @@ def build_mechanism(
     """The mechanism from the privacy flags, the mechanism-specific flags and ``--param``."""
     options = mechanism_options(args, name, cls, params)
     privacy: dict[str, Any] = {"epsilon": args.epsilon, "neighbour": args.neighbour}
+    unit = privacy_unit_of(args, name, cls)
+    if not unit.is_row:
+        privacy["privacy_unit"] = unit
     if _takes_delta(cls):
         privacy["delta"] = args.delta
     try:
@@ -289,9 +357,11 @@ def _histogram(
     args: argparse.Namespace, name: str, schema: Schema | None, dataset_identity: str
 ) -> Any:
     from dpcube.histogram import histogram
+    from dpcube.registry import MECHANISMS, resolve
 
     if schema is None:
         raise SchemaError(f"--mechanism {name} needs --schema")
+    unit = privacy_unit_of(args, name, resolve(MECHANISMS, name, "mechanism"))
     return histogram(
         args.data,
         schema,
@@ -299,31 +369,12 @@ def _histogram(
         engine=args.engine,
         dataset=dataset_identity,
         show_values=args.show_values,
-    )
-
-
-def _points(
-    args: argparse.Namespace, name: str, schema: Schema | None, dataset_identity: str
-) -> Any:
-    if not args.user_column:
-        return _histogram(args, name, schema, dataset_identity)
-    if schema is None:
-        raise SchemaError(f"--mechanism {name} needs --schema")
-    if args.max_points_per_user is None:
-        raise DataError("--user-column needs --max-points-per-user C (the points kept per user)")
-    from dpcube.mechanisms.spatial.users import bound_contributions
-
-    return bound_contributions(
-        args.data,
-        schema,
-        args.user_column,
-        args.max_points_per_user,
-        on_out_of_domain=args.on_out_of_domain,
-        dataset=dataset_identity,
-        show_values=args.show_values,
-        engine=args.engine,
-        # a seeded release (not for publication) is reproducible, points chosen included
-        seed=args.seed,
+        privacy_unit=unit.column,
+        max_rows_per_unit=None if unit.is_row else unit.max_rows_per_unit,
+        max_cells_per_unit=unit.max_cells_per_unit,
+        max_rows_per_cell=unit.max_rows_per_cell,
+        # a seeded release (not for publication) is reproducible, kept rows included
+        bounding_seed=args.seed,
     )
 
 
@@ -331,6 +382,7 @@ def _cube(args: argparse.Namespace, name: str, schema: Schema | None, dataset_id
     if schema is None:
         raise SchemaError(f"--mechanism {name} needs --schema")
     from dpcube.mechanisms.datacube.mechanism import CubeSource
+    from dpcube.registry import MECHANISMS, resolve
 
     return CubeSource(
         args.data,
@@ -339,6 +391,8 @@ def _cube(args: argparse.Namespace, name: str, schema: Schema | None, dataset_id
         name=dataset_identity,
         show_values=args.show_values,
         engine=args.engine,
+        privacy_unit=privacy_unit_of(args, name, resolve(MECHANISMS, name, "mechanism")),
+        bounding_seed=args.seed,
     )
 
 
@@ -408,7 +462,7 @@ INPUTS: dict[str, str] = {
 
 _COUNTERS: dict[str, Callable[[argparse.Namespace, str, Any, str], Any]] = {
     "histogram": _histogram,
-    "points": _points,
+    "points": _histogram,
     "cube": _cube,
     "census": _census,
 }
@@ -425,6 +479,7 @@ def check_input_flags(args: argparse.Namespace, name: str) -> None:
         _check_census_flags(args)
     if INPUTS[name] == "points" and args.user_column and args.max_points_per_user is None:
         raise DataError("--user-column needs --max-points-per-user C (the points kept per user)")
+    privacy_unit_of(args, name, registry.resolve(registry.MECHANISMS, name, "mechanism"))
 
 
 def count_input(
@@ -443,8 +498,10 @@ __all__ = [
     "SPATIAL",
     "MechanismFlag",
     "add_flags",
+    "add_unit_flags",
     "build_mechanism",
     "check_input_flags",
     "count_input",
+    "privacy_unit_of",
     "refuse_foreign_flags",
 ]

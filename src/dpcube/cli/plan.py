@@ -72,6 +72,26 @@ def register(subparsers: Any) -> None:
         choices=["max", "mean"],
         help="--target-error for every query (max) or for a query of the mean variance",
     )
+    p.add_argument(
+        "--privacy-unit",
+        default=None,
+        metavar="COLUMN",
+        help="the unit the release will protect (as dpcube release; only named in the output)",
+    )
+    p.add_argument(
+        "--max-rows-per-unit",
+        default=None,
+        metavar="K",
+        help="plan a release protecting units of at most K rows: every error is at that unit's "
+        "sensitivity (K rows per unit; with the next two, the tighter min(K, C*R) and the L2 "
+        "figure for Gaussian noise)",
+    )
+    p.add_argument(
+        "--max-cells-per-unit", default=None, metavar="C", help="with --max-rows-per-unit"
+    )
+    p.add_argument(
+        "--max-rows-per-cell", default=None, metavar="R", help="with --max-rows-per-unit"
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=handler)
 
@@ -87,6 +107,19 @@ def _schema_and_workload(args: argparse.Namespace) -> tuple[Schema, Any]:
     return grid_schema(w.dims), w
 
 
+def _unit(args: argparse.Namespace) -> Any:
+    """The unit to plan for: ``--max-rows-per-unit`` and its bounds (the column is optional here:
+    the plan reads no data)."""
+    from dpcube.privacy.unit import PrivacyUnit
+
+    bounds = (args.max_rows_per_unit, args.max_cells_per_unit, args.max_rows_per_cell)
+    if all(b is None for b in bounds):
+        if args.privacy_unit:
+            return PrivacyUnit.parse(args.privacy_unit)  # refused: no K
+        return PrivacyUnit.parse(None)
+    return PrivacyUnit.parse("-", *bounds).with_column(args.privacy_unit)
+
+
 def handler(args: argparse.Namespace) -> int:
     from dpcube.planning.inverse import epsilon_needs
     from dpcube.planning.plan import plan_mechanisms
@@ -94,6 +127,7 @@ def handler(args: argparse.Namespace) -> int:
     try:
         if args.epsilon is None and args.target_error is None:
             raise QueryError("give --epsilon (the error at that budget) or --target-error E")
+        unit = _unit(args)
         schema, workload = _schema_and_workload(args)
         epsilon = args.epsilon if args.epsilon is not None else REFERENCE_EPSILON
         plan = plan_mechanisms(
@@ -104,6 +138,7 @@ def handler(args: argparse.Namespace) -> int:
             mechanisms=args.mechanisms.split(",") if args.mechanisms else None,
             neighbour=args.neighbour,
             strategies=args.strategies.split(",") if args.strategies else None,
+            privacy_unit=unit,
         )
         needs = (
             epsilon_needs(plan, args.target_error, args.level, args.aggregate)
@@ -130,6 +165,11 @@ def handler(args: argparse.Namespace) -> int:
         f"workload {plan.workload}: {plan.queries:,} queries over {plan.cells:,} cells; "
         f"neighbour {plan.neighbour}; nothing read, no budget spent"
     )
+    if not plan.privacy_unit.is_row:
+        print(
+            f"privacy unit: {plan.privacy_unit.describe()}; histogram sensitivity L1 "
+            f"{plan.privacy_unit.rows:g}, L2 {plan.privacy_unit.l2:.4g} (add/remove)"
+        )
     if needs is not None:
         print(
             f"epsilon needed for +-{args.target_error:g} at {args.level:.0%} "

@@ -30,6 +30,7 @@ from dpcube.engine.policy import policy_report as policy_report
 from dpcube.schema import Schema
 
 if TYPE_CHECKING:
+    from dpcube.engine.contribution import ContributionBound
     from dpcube.engine.sql import Table
 
 
@@ -65,8 +66,11 @@ class Engine(ABC):
         *,
         on_out_of_domain: OutOfDomainPolicy = "error",
         show_values: bool = False,
+        bound: ContributionBound | None = None,
     ) -> tuple[NDArray[np.int64], dict[str, Any]]:
         """Counts in the schema's shape, and the data report (rows, dropped, clipped).
 
         Rows the policy does not cover raise :func:`dpcube.engine.sql.out_of_domain_error`; the
-        offending values (private data) are in its message only when ``show_values``."""
+        offending values (private data) are in its message only when ``show_values``. With
+        ``bound`` each privacy unit's rows are bounded first
+        (:func:`dpcube.engine.counting.bound_units`)."""

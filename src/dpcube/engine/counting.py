@@ -7,8 +7,9 @@ DuckDB and Spark run the same statements (their dialects differ only in what
 - :func:`cuboid_counts`: the cuboids of a data cube for a list of grouping sets, in one
   ``GROUP BY GROUPING SETS`` query that never builds the base cuboid unless it is asked for;
 - :func:`group_size_counts`: a census group-size table (unit -> size, then region x size);
-- :func:`bounded_counts`: a histogram with at most ``c`` points per user, chosen by a seeded hash
-  that both engines compute the same way (:func:`user_sample_sql`).
+- :func:`bound_units`: any of these over the rows that remain when each privacy unit
+  keeps at most K rows (and C cells, R rows a cell), chosen by a keyed hash that both engines
+  compute the same way (:func:`bounded_rows_sql`).
 
 Each returns only aggregates (at most one row per cell) to the driver. The out-of-domain policies
 and their report are those of :mod:`dpcube.engine.sql` (:func:`~dpcube.engine.sql.fill_counts`).
@@ -17,6 +18,7 @@ Entry points take any source: :func:`dpcube.engine.open_table` opens it in the r
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -24,6 +26,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpcube.engine.base import POLICIES, OutOfDomainPolicy, policy_report
+from dpcube.engine.contribution import ContributionBound
 from dpcube.engine.sql import (
     ABOVE,
     BELOW,
@@ -82,8 +85,16 @@ def histogram_counts(
     schema: Schema,
     on_out_of_domain: OutOfDomainPolicy = "error",
     show_values: bool = False,
+    bound: ContributionBound | None = None,
 ) -> tuple[NDArray[np.int64], dict[str, Any]]:
-    """Counts in the schema's shape and the data report (:meth:`dpcube.engine.Engine.histogram`)."""
+    """Counts in the schema's shape and the data report (:meth:`dpcube.engine.Engine.histogram`).
+
+    With ``bound`` each unit's rows are bounded first (:func:`bound_units`); the report
+    then adds the bounding's exact figures (:func:`bounding_report`: the curator's only)."""
+    before: dict[str, Any] | None = None
+    if bound is not None:
+        check_policy(on_out_of_domain)
+        table, before = bound_units(table, schema, bound, on_out_of_domain)
     exprs = _codes(table, schema)
     select = ", ".join(f"{e} AS a{i}" for i, e in enumerate(exprs))
     keys = ", ".join(f"a{i}" for i in range(len(exprs)))
@@ -91,7 +102,10 @@ def histogram_counts(
         table, f"SELECT {select}, count(*) AS n FROM src GROUP BY {keys}", len(exprs)
     )
     examples = _examples(table, schema, exprs) if show_values else None
-    return fill_counts(schema, codes, n, on_out_of_domain, examples)
+    counts, report = fill_counts(schema, codes, n, on_out_of_domain, examples)
+    if bound is not None and before is not None:
+        report.update(bounding_report(before, bound, int(n.sum())))
+    return counts, report
 
 
 class Weight(Protocol):
@@ -112,8 +126,13 @@ def cuboid_counts(
     on_out_of_domain: str = "error",
     weight: Weight | None = None,
     show_values: bool = False,
+    bound: ContributionBound | None = None,
 ) -> tuple[dict[tuple[int, ...], NDArray[np.int64]], dict[str, Any]]:
     """The cuboid of each grouping set (a tuple of schema axes), in one GROUPING SETS query.
+
+    With ``bound`` each privacy unit's rows are bounded first (:func:`bound_units`; a
+    row's cell is its bin codes and, with ``weight``, its clipped measure), and the report adds
+    the bounding's exact figures (:func:`bounding_report`, the curator's only).
 
     Each cuboid is dense, in the shape of its axes (a 0-d array for ``()``). Rows with a NULL or
     out-of-domain value follow ``on_out_of_domain`` the same way in every cuboid (a dropped row is
@@ -123,6 +142,14 @@ def cuboid_counts(
     :func:`~dpcube.engine.sql.out_of_domain_error` for rows the policy does not cover.
     """
     check_policy(on_out_of_domain)
+    if bound is not None:
+        extra = [] if weight is None else [_clipped_measure(table.dialect, weight)]
+        bounded, before = bound_units(table, schema, bound, on_out_of_domain, extra)
+        cuboids, counted_report = cuboid_counts(
+            bounded, schema, grouping_sets, on_out_of_domain, weight, show_values
+        )
+        counted_report.update(bounding_report(before, bound, int(counted_report["rows"])))
+        return cuboids, counted_report
     d = table.dialect
     exprs = _codes(table, schema)
     axis_attr = [schema[name] for name, _ in schema.axes]
@@ -241,6 +268,12 @@ def cuboid_counts(
     )
     report.update(measure_report)
     return out, report
+
+
+def _clipped_measure(d: Dialect, weight: Weight) -> str:
+    """SQL of a row's measure as :func:`cuboid_counts` sums it: rounded, clipped, BIGINT."""
+    raw = f"TRY_CAST({d.ident(weight.column)} AS DOUBLE)"
+    return f"CAST(least(greatest(round({raw}), {weight.low}), {weight.high}) AS BIGINT)"
 
 
 #: Most groups (product over the axes of bins + 3 negative codes) for which :func:`cuboid_counts`
@@ -519,83 +552,168 @@ def _group_size_counts_by_text(
     }
 
 
-def user_sample_sql(dialect: Dialect, code_columns: list[str], seed: str, max_points: int) -> str:
-    """SQL over ``coded`` rows (``dpcube_user`` and the bin codes) keeping ``max_points`` per user.
+def bounded_rows_sql(
+    dialect: Dialect,
+    columns: Sequence[str],
+    unit: str,
+    cells: Sequence[str],
+    bound: ContributionBound,
+    details: Sequence[str] = (),
+) -> str:
+    """SQL of the rows of ``src`` (its ``columns``) that remain when each unit keeps at most
+    ``bound.max_rows`` of them, a uniformly random choice computed alike on every engine.
 
-    The choice is a uniformly random subset of each user's points, the same on every engine: rows
-    of one user in one cell are interchangeable for the counts, so the k-th of them (k = 1, 2, ...)
-    is keyed by ``md5(seed|user|codes|k)`` and each user keeps the ``max_points`` smallest keys.
-    The keys depend only on values both engines render alike (``seed``, the user id's text, the
-    integer codes), never on row order. The choice need not be secret: the bound of
-    ``max_points`` points per user holds for any choice.
+    ``cells`` are SQL expressions over ``src`` naming the cell a row falls in (its bin codes,
+    clipped as they will be counted); ``details`` are further expressions that tell rows of one
+    cell apart for some count (the raw code of a clipped value, a measure). Rows of one unit
+    equal in cells and details are interchangeable for every count made of them, so the choice
+    depends only on these values, never on the order of the rows: the k-th such row (k = 1, 2,
+    ...) is keyed by ``md5(key|unit|cells|details|k)``. With ``max_rows_per_cell`` R a unit keeps
+    the R rows of smallest keys in each cell; with ``max_cells`` C, its C cells of smallest
+    ``md5(key|cell|unit|cells)`` (a uniformly random choice of its distinct cells); then the K
+    rows of smallest keys among those left: a uniformly random subset of its rows. The keys use
+    only values both engines render alike (the key, the unit id's text, integer codes).
+
+    The choice need not be secret: the bounds hold for any choice, and a unit's choice depends on
+    that unit's rows only (so removing one unit changes no other unit's rows).
     """
-    codes = ", ".join(code_columns)
-    parts = ", ".join(
-        [dialect.literal(seed), dialect.text("dpcube_user")]
-        + [dialect.text(c) for c in code_columns]
-        + [dialect.text("dpcube_k")]
+    d = dialect
+    cell = [f"dpcube_c{i}" for i in range(len(cells))]
+    detail = [f"dpcube_d{i}" for i in range(len(details))]
+    listed = ", ".join(cell)
+    identity = ", ".join(cell + detail)
+    text = [d.text("dpcube_unit")] + [d.text(c) for c in cell]
+    coded = (
+        f"SELECT *, {unit} AS dpcube_unit, "
+        + ", ".join(
+            f"{e} AS {c}" for e, c in zip([*cells, *details], [*cell, *detail], strict=True)
+        )
+        + " FROM src"
     )
     numbered = (
-        f"SELECT *, row_number() OVER (PARTITION BY dpcube_user, {codes} ORDER BY {codes}) "
-        "AS dpcube_k FROM coded"
+        f"SELECT *, row_number() OVER (PARTITION BY dpcube_unit, {identity} ORDER BY "
+        f"{identity}) AS dpcube_k FROM ({coded}) AS coded"
+    )
+    parts = ", ".join(
+        [d.literal(bound.key), *text, *(d.text(c) for c in detail), d.text("dpcube_k")]
     )
     keyed = f"SELECT *, md5(concat_ws('|', {parts})) AS dpcube_key FROM ({numbered}) AS numbered"
+    windows: list[str] = []
+    keep: list[str] = []
+    if bound.max_rows_per_cell is not None:
+        windows.append(
+            f"row_number() OVER (PARTITION BY dpcube_unit, {listed} ORDER BY dpcube_key, "
+            f"{identity}) AS dpcube_in_cell"
+        )
+        keep.append(f"dpcube_in_cell <= {int(bound.max_rows_per_cell)}")
+    if bound.max_cells is not None:
+        cell_key = f"md5(concat_ws('|', {', '.join([d.literal(bound.key + '|cell'), *text])}))"
+        windows.append(
+            f"dense_rank() OVER (PARTITION BY dpcube_unit ORDER BY {cell_key}, {listed}) "
+            "AS dpcube_cell_rank"
+        )
+        keep.append(f"dpcube_cell_rank <= {int(bound.max_cells)}")
+    if windows:
+        keyed = (
+            f"SELECT * FROM (SELECT *, {', '.join(windows)} FROM ({keyed}) AS keyed) AS celled "
+            f"WHERE {' AND '.join(keep)}"
+        )
     ranked = (
-        "SELECT *, row_number() OVER (PARTITION BY dpcube_user ORDER BY dpcube_key, "
-        f"{codes}) AS dpcube_rank FROM ({keyed}) AS keyed"
+        "SELECT *, row_number() OVER (PARTITION BY dpcube_unit ORDER BY dpcube_key, "
+        f"{identity}) AS dpcube_rank FROM ({keyed}) AS keyed"
     )
-    return f"SELECT {codes} FROM ({ranked}) AS ranked WHERE dpcube_rank <= {int(max_points)}"
+    out = ", ".join(d.ident(c) for c in columns)
+    return f"SELECT {out} FROM ({ranked}) AS ranked WHERE dpcube_rank <= {int(bound.max_rows)}"
 
 
-def bounded_counts(
+_FROM_SRC = re.compile(r"\bFROM src\b")
+
+
+class BoundedTable:
+    """A :class:`~dpcube.engine.sql.Table` whose ``src`` is another table's rows after the
+    contribution bound (:func:`bounded_rows_sql`): every query runs over the bounded rows, as a
+    common table expression of the same statement (the engine plans it with the counting)."""
+
+    def __init__(self, table: Table, rows_sql: str) -> None:
+        self.inner = table
+        self.dialect = table.dialect
+        self.rows_sql = rows_sql
+
+    @property
+    def columns(self) -> dict[str, str]:
+        return self.inner.columns
+
+    def _query(self, query: str) -> str:
+        body = _FROM_SRC.sub("FROM dpcube_bounded", query)
+        head = f"WITH dpcube_bounded AS ({self.rows_sql})"
+        if body.lstrip().upper().startswith("WITH "):
+            return f"{head}, {body.lstrip()[5:]}"
+        return f"{head} {body}"
+
+    def rows(self, query: str) -> list[tuple[Any, ...]]:
+        return self.inner.rows(self._query(query))
+
+    def arrays(self, query: str) -> dict[str, NDArray[Any]]:
+        return self.inner.arrays(self._query(query))
+
+
+def bound_units(
     table: Table,
     schema: Schema,
-    user_column: str,
-    max_points: int,
-    seed: str,
-    on_out_of_domain: OutOfDomainPolicy = "error",
-    show_values: bool = False,
-) -> tuple[NDArray[np.int64], dict[str, Any]]:
-    """The histogram of at most ``max_points`` points per user (:func:`user_sample_sql`).
+    bound: ContributionBound,
+    on_out_of_domain: str = "error",
+    extra_cells: Sequence[str] = (),
+) -> tuple[Table, dict[str, Any]]:
+    """``table`` with each unit's rows bounded (:class:`BoundedTable`), and the curator's report
+    of the bounding (exact: never published): ``rows_before_bounding`` and ``units``.
 
-    The report adds ``contribution_bound``, ``users``, ``rows_before_bounding`` and
-    ``points_dropped`` to :func:`~dpcube.engine.base.policy_report`'s. A NULL user id is refused
-    (it would merge unrelated people into one user).
+    The cells are the schema's bin codes, clipped to the edge bins under ``"clip"`` (so that the
+    per-cell bound holds after clipping), and ``extra_cells`` (a measure). A NULL unit id is
+    refused: it would merge unrelated rows into one unit.
     """
-    check_policy(on_out_of_domain)
-    if isinstance(max_points, bool) or int(max_points) != max_points or int(max_points) < 1:
-        raise DataError(f"max_points must be a positive integer, got {max_points!r}")
-    c = int(max_points)
-    if user_column not in table.columns:
+    if bound.column not in table.columns:
         raise DataError(
-            f"user column {user_column!r} is not in the data (columns: {', '.join(table.columns)}); "
-            "pass the column that identifies users"
+            f"privacy unit column {bound.column!r} is not in the data (columns: "
+            f"{', '.join(table.columns)}); pass the column that identifies the unit "
+            "(--privacy-unit COLUMN)"
         )
-    uid = table.dialect.ident(user_column)
-    rows, with_id, users = (
+    uid = table.dialect.ident(bound.column)
+    rows, with_id, units = (
         int(x)
         for x in table.rows(f"SELECT count(*), count({uid}), count(DISTINCT {uid}) FROM src")[0]
     )
     if with_id < rows:
         raise DataError(
-            f"column {user_column!r} has {rows - with_id} NULL user ids; drop those rows or give them ids"
+            f"privacy unit column {bound.column!r} has {rows - with_id:,} NULL ids; a NULL would "
+            "merge unrelated rows into one unit: drop those rows or give each its own id"
         )
-    exprs = _codes(table, schema)
-    keys = [f"a{i}" for i in range(len(exprs))]
-    coded = ", ".join(f"{e} AS a{i}" for i, e in enumerate(exprs))
-    sample = user_sample_sql(table.dialect, keys, seed, c)
-    codes, n = _grouped_codes(
-        table,
-        f"WITH coded AS (SELECT {uid} AS dpcube_user, {coded} FROM src) "
-        f"SELECT {', '.join(keys)}, count(*) AS n FROM ({sample}) AS kept GROUP BY {', '.join(keys)}",
-        len(exprs),
-    )
-    examples = _examples(table, schema, exprs) if show_values else None
-    counts, report = fill_counts(schema, codes, n, on_out_of_domain, examples)
-    report.update(
-        contribution_bound=c,
-        users=users,
-        rows_before_bounding=rows,
-        points_dropped=rows - int(report["rows"]),
-    )
-    return counts, report
+    cells: list[str] = []
+    details: list[str] = []
+    for i, expr in enumerate(_codes(table, schema)):
+        attr = schema[schema.axes[i][0]]
+        if on_out_of_domain == "clip" and not isinstance(attr, Nominal):
+            top = schema.shape[i] - 1
+            details.append(expr)  # the raw code: the report counts the clipped rows
+            expr = (
+                f"(CASE WHEN ({expr}) = {BELOW} THEN 0 WHEN ({expr}) = {ABOVE} THEN {top} "
+                f"ELSE ({expr}) END)"
+            )
+        cells.append(expr)
+    details.extend(extra_cells)
+    if not cells:
+        cells = ["0"]
+    sql = bounded_rows_sql(table.dialect, list(table.columns), uid, cells, bound, details)
+    return BoundedTable(table, sql), {"rows_before_bounding": rows, "units": units}
+
+
+def bounding_report(
+    before: dict[str, Any], bound: ContributionBound, rows_kept: int
+) -> dict[str, Any]:
+    """The curator's exact figures of a bounding (never in a release): the bound, the units,
+    the rows before and the rows dropped."""
+    return {
+        "contribution_bound": bound.max_rows,
+        "units": before["units"],
+        "rows_before_bounding": before["rows_before_bounding"],
+        "rows_dropped_by_bound": before["rows_before_bounding"] - rows_kept,
+    }

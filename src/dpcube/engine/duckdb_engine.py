@@ -21,7 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpcube.engine.base import Engine, OutOfDomainPolicy
-from dpcube.engine.counting import histogram_counts
+from dpcube.engine.counting import ContributionBound, histogram_counts
 from dpcube.engine.sql import DUCKDB, axis_expressions, schema_column_kinds
 from dpcube.errors import DataError
 from dpcube.schema import Schema
@@ -280,9 +280,10 @@ class DuckDBEngine(Engine):
         *,
         on_out_of_domain: OutOfDomainPolicy = "error",
         show_values: bool = False,
+        bound: ContributionBound | None = None,
     ) -> tuple[NDArray[np.int64], dict[str, Any]]:
         with reading(source), self.open(source, *schema_column_kinds(schema)) as view:
-            return histogram_counts(view, schema, on_out_of_domain, show_values)
+            return histogram_counts(view, schema, on_out_of_domain, show_values, bound)
 
 
 # -- data set identity --------------------------------------------------------------------------

@@ -26,7 +26,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpcube.engine.base import Engine, OutOfDomainPolicy, is_spark_frame
-from dpcube.engine.counting import histogram_counts
+from dpcube.engine.counting import ContributionBound, histogram_counts
 from dpcube.engine.sql import SPARK, schema_column_kinds
 from dpcube.errors import DataError
 from dpcube.schema import Schema
@@ -300,9 +300,10 @@ class SparkEngine(Engine):
         *,
         on_out_of_domain: OutOfDomainPolicy = "error",
         show_values: bool = False,
+        bound: ContributionBound | None = None,
     ) -> tuple[NDArray[np.int64], dict[str, Any]]:
         with self.open(source, *schema_column_kinds(schema)) as table:
-            return histogram_counts(table, schema, on_out_of_domain, show_values)
+            return histogram_counts(table, schema, on_out_of_domain, show_values, bound)
 
 
 # -- data set identity --------------------------------------------------------------------------

@@ -31,6 +31,7 @@ Each mechanism declares, as code rather than a comment (as in OpenDP):
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 import math
@@ -38,7 +39,7 @@ import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 import numpy as np
 from numpy.typing import NDArray
@@ -56,6 +57,7 @@ from dpcube.privacy.accounting import charge_release
 from dpcube.privacy.ledger import BudgetLedger, RequestedTotal, validate_privacy
 from dpcube.privacy.neighbours import Neighbour
 from dpcube.privacy.random import RandomSource, resolve_random_state
+from dpcube.privacy.unit import ROW, PrivacyUnit
 from dpcube.release.base import Release, ReleaseMetadata
 from dpcube.schema import Schema
 
@@ -106,7 +108,11 @@ def _checked_init(init: Callable[..., None]) -> Callable[..., None]:
     signature = inspect.signature(init)
 
     @functools.wraps(init)
-    def checked(self: Mechanism, *args: Any, **kwargs: Any) -> None:
+    def checked(
+        self: Mechanism, *args: Any, privacy_unit: PrivacyUnit | None = None, **kwargs: Any
+    ) -> None:
+        if privacy_unit is not None:
+            self.privacy_unit = _checked_unit(type(self), privacy_unit)
         try:
             bound = signature.bind(self, *args, **kwargs)
         except TypeError as exc:
@@ -121,6 +127,18 @@ def _checked_init(init: Callable[..., None]) -> Callable[..., None]:
 
     checked.__dict__["_checks_params"] = True
     return checked
+
+
+def _checked_unit(cls: type[Mechanism], unit: Any) -> PrivacyUnit:
+    """The ``privacy_unit`` constructor argument of every mechanism, checked."""
+    if not isinstance(unit, PrivacyUnit):
+        raise ParameterError(
+            f"{getattr(cls, 'name', cls.__name__)}: privacy_unit must be a "
+            f"dpcube.privacy.PrivacyUnit, got {unit!r}"
+        )
+    if not unit.is_row and cls.unit_refusal:
+        raise ParameterError(f"{cls.name}: {cls.unit_refusal}")
+    return unit
 
 
 def _argument_error(cls: type[Mechanism], why: str, known: str) -> DataError:
@@ -170,6 +188,12 @@ class Mechanism(ABC):
     param_specs: ClassVar[tuple[ParamSpec, ...]] = ()
     #: Peak memory of a release per cell of the domain, in bytes (see :meth:`check_resources`).
     bytes_per_cell: ClassVar[float] = DEFAULT_BYTES_PER_CELL
+    #: Why the mechanism refuses a privacy unit other than the row ("" when it supports one).
+    unit_refusal: ClassVar[str] = ""
+    #: The unit one neighbouring step adds or removes (:mod:`dpcube.privacy.unit`): the row by
+    #: default; set by the ``privacy_unit`` keyword every constructor takes, or taken from the
+    #: input's bound at release (:meth:`unit_for`). Every sensitivity follows from it.
+    privacy_unit: PrivacyUnit = ROW
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -211,6 +235,52 @@ class Mechanism(ABC):
         return None
 
     # -- declared privacy --------------------------------------------------------------------
+    def histogram_sensitivity(self, norm: str) -> float:
+        """The sensitivity of the histogram to one neighbouring step of :attr:`privacy_unit` under
+        this mechanism's neighbour notion (:meth:`PrivacyUnit.histogram_sensitivity`)."""
+        return self.privacy_unit.histogram_sensitivity(self.neighbour, norm)
+
+    def unit_for(self, data: Any) -> PrivacyUnit:
+        """The unit a release of ``data`` protects: the bound the input was counted with
+        (``data.privacy_unit``), or the one this mechanism was built with, which must then
+        cover the input's bound (refused otherwise, before anything is counted or charged)."""
+        counted = getattr(data, "privacy_unit", ROW)
+        if not isinstance(counted, PrivacyUnit):
+            counted = ROW
+        declared = self.privacy_unit
+        if not counted.is_row and self.unit_refusal:
+            raise ParameterError(f"{self.name}: {self.unit_refusal}")
+        if declared.is_row:
+            return counted
+        if counted.is_row:
+            raise DataError(
+                f"{self.name} protects {declared.describe()} but the input was not bounded per "
+                "unit; count it with dpcube.histogram(source, schema, privacy_unit=COLUMN, "
+                f"max_rows_per_unit={declared.max_rows_per_unit}) (dpcube release --privacy-unit "
+                f"COLUMN --max-rows-per-unit {declared.max_rows_per_unit})"
+            )
+        if declared.column is not None and declared.column != counted.column:
+            raise DataError(
+                f"{self.name} protects units of column {declared.column!r} but the input was "
+                f"bounded per {counted.column!r}; count it with privacy_unit={declared.column!r}"
+            )
+        if not declared.covers(counted):
+            raise DataError(
+                f"the input keeps up to {counted.max_rows_per_unit} rows per unit "
+                f"{counted.column!r} ({counted.manifest()}) but {self.name} is built for "
+                f"{declared.manifest()}; build it for the input's bound or bound the input to "
+                "the mechanism's"
+            )
+        return declared.with_column(counted.column)
+
+    def with_unit(self, unit: PrivacyUnit) -> Self:
+        """A copy of this mechanism protecting ``unit`` (this one is left as it is)."""
+        if unit == self.privacy_unit:
+            return self
+        twin = copy.copy(self)
+        twin.privacy_unit = _checked_unit(type(self), unit)
+        return twin
+
     @property
     def charged_delta(self) -> float | None:
         """The delta the guarantee uses: ``delta`` with Gaussian noise, else ``None``.
@@ -282,6 +352,7 @@ class Mechanism(ABC):
             epsilon=self.epsilon,
             delta=self.charged_delta,
             neighbour=self.neighbour,
+            privacy_unit=self.privacy_unit.manifest(),
             seeded=source.seeded,
             noiseless=source.noiseless,
         )
@@ -309,6 +380,15 @@ class Mechanism(ABC):
         to a ``ledger`` passed explicitly. ``requested_total`` becomes the ledger's total if it
         has none, and must equal the recorded total otherwise, in the transaction of the charge.
         """
+        unit = self.unit_for(data)
+        if unit != self.privacy_unit:
+            return self.with_unit(unit).release(
+                data,
+                random_state,
+                ledger=ledger,
+                account=account,
+                requested_total=requested_total,
+            )
         prepared = self.prepare(data)
         source = resolve_random_state(random_state)
         metadata = self.metadata(prepared, source)

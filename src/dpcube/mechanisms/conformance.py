@@ -11,6 +11,10 @@ The checks:
   bounds) the largest change of the measurement over all neighbouring inputs, found by brute force:
   every single-record addition/removal (``add_remove``) or every move of one record between two
   cells (``replace``), from several base histograms;
+- :func:`check_unit_sensitivity`: with a privacy unit of K rows (and of C cells of R rows), each
+  declared sensitivity bounds the change of the measurement when one whole unit is added or
+  removed (or replaced), over units of every extreme shape (all rows packed from each cell on)
+  and random ones, from the same bases; a mechanism that refuses a unit must say why;
 - :func:`check_budget_charged_once`: one release is one ledger charge of exactly (epsilon, delta);
   a release that does not fit is refused before noise and charges nothing;
 - :func:`check_noiseless_exact`: with :data:`dpcube.privacy.NO_NOISE`, answers equal the truth;
@@ -31,11 +35,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcube.errors import BudgetError
+from dpcube.errors import BudgetError, ParameterError
 from dpcube.histogram import Histogram
 from dpcube.privacy.ledger import BudgetLedger
 from dpcube.privacy.neighbours import Neighbour
 from dpcube.privacy.random import NO_NOISE
+from dpcube.privacy.unit import PrivacyUnit
 from dpcube.release.base import Release, load_release
 from dpcube.release.cells import box_sums, prefix_sums
 from dpcube.schema import Schema
@@ -177,6 +182,105 @@ def check_sensitivity(case: Case) -> None:
                 )
 
 
+#: The privacy units the suite checks every mechanism with: K rows anywhere, and K rows over at
+#: most C cells of at most R rows (min(K, C R) = 4 < K, L2 = 2 < 4).
+CONFORMANCE_UNITS = (
+    PrivacyUnit("unit", 3),
+    PrivacyUnit("unit", 5, max_cells_per_unit=4, max_rows_per_cell=1),
+)
+
+
+def unit_contributions(
+    size: int, unit: PrivacyUnit, rng: np.random.Generator, random: int = 6
+) -> list[NDArray[np.int64]]:
+    """Histogram vectors (flat, ``size`` cells) one unit of ``unit``'s bounds can add: for each
+    cell, the unit's rows packed from that cell on (at most R a cell, C cells, min(K, C R) in
+    all: the shapes that attain the L1, L2 and column-norm bounds), then ``random`` random
+    bounded ones."""
+    per_cell, cells, rows = unit.per_cell, unit.cells, unit.rows
+    out: list[NDArray[np.int64]] = []
+    for start in range(size):
+        v = np.zeros(size, dtype=np.int64)
+        left, i = rows, 0
+        while left > 0 and i < min(cells, size):
+            take = min(per_cell, left)
+            v[(start + i) % size] += take
+            left -= take
+            i += 1
+        out.append(v)
+    for _ in range(random):
+        v = np.zeros(size, dtype=np.int64)
+        chosen = rng.choice(size, size=min(cells, size), replace=False)
+        for _ in range(int(rng.integers(1, rows + 1))):
+            room = [c for c in chosen if v[c] < per_cell]
+            if not room:
+                break
+            v[int(rng.choice(room))] += 1
+        out.append(v)
+    return out
+
+
+def unit_neighbours(
+    counts: NDArray[np.int64],
+    unit: PrivacyUnit,
+    neighbour: str,
+    rng: np.random.Generator,
+    pairs: int = 8,
+) -> list[tuple[NDArray[np.int64], NDArray[np.int64]]]:
+    """Pairs of histograms that differ in one unit of ``unit``'s bounds around ``counts``: under
+    ``add_remove`` (``counts``, ``counts + v``) for every contribution v (the second has one unit
+    more: removing it with all its rows gives the first); under ``replace`` (``counts + a``,
+    ``counts + b``): one unit's rows a replaced by another's b, for ``pairs`` of each."""
+    flat = counts.ravel()
+    found = unit_contributions(flat.size, unit, rng)
+    shape = counts.shape
+    if Neighbour(neighbour) is Neighbour.ADD_REMOVE:
+        return [(counts, (flat + v).reshape(shape)) for v in found]
+    picked = [found[int(i)] for i in rng.choice(len(found), min(pairs, len(found)), replace=False)]
+    return [
+        ((flat + a).reshape(shape), (flat + b).reshape(shape))
+        for a in picked
+        for b in picked
+        if not np.array_equal(a, b)
+    ]
+
+
+def check_unit_sensitivity(case: Case) -> None:
+    for neighbour in case_neighbours(case):
+        mech = case.make(neighbour)
+        rng = np.random.default_rng(7)
+        for unit in CONFORMANCE_UNITS:
+            if type(mech).unit_refusal:
+                try:
+                    mech.with_unit(unit)
+                except ParameterError as exc:
+                    assert str(exc).strip(), f"{case.id}: a unit refused without a reason"
+                    continue
+                raise AssertionError(f"{case.id}: declares unit_refusal but took a unit")
+            unit_mech = mech.with_unit(unit)
+            bases = [h.counts for h in tiny_histograms(case.schema)]
+            pairs = [p for x in bases for p in unit_neighbours(x, unit, neighbour, rng)]
+            for claim in unit_mech.sensitivity_claims(case.schema):
+                order = 1 if claim.norm == "l1" else 2
+                found = 0.0
+                for x, y in pairs:
+                    diff = np.asarray(claim.function(y), dtype=np.float64) - np.asarray(
+                        claim.function(x), dtype=np.float64
+                    )
+                    found = max(found, float(np.linalg.norm(diff.ravel(), ord=order)))
+                assert found <= claim.declared * (1 + 1e-9) + 1e-12, (
+                    f"{case.id} [{neighbour}, {unit.manifest()}] {claim.name}: a unit moves the "
+                    f"{claim.norm} measurement by {found}, beyond the declared {claim.declared}"
+                )
+                # Attained under add_remove by a packed unit; under replace the two units'
+                # disjoint supports may not fit a tiny domain, so only the bound is checked.
+                if claim.tight and neighbour == Neighbour.ADD_REMOVE.value:
+                    assert found >= claim.declared * (1 - 1e-9) - 1e-12, (
+                        f"{case.id} [{neighbour}, {unit.manifest()}] {claim.name}: declared "
+                        f"{claim.declared} but no unit moves it by more than {found}"
+                    )
+
+
 def check_budget_charged_once(case: Case) -> None:
     mech = case.make(case_neighbours(case)[0])
     hist = tiny_histograms(case.schema)[2]
@@ -262,6 +366,7 @@ def check_save_load(case: Case) -> None:
 
 CHECKS: dict[str, Callable[[Case], None]] = {
     "sensitivity": check_sensitivity,
+    "unit_sensitivity": check_unit_sensitivity,
     "budget_charged_once": check_budget_charged_once,
     "noiseless_exact": check_noiseless_exact,
     "shapes": check_shapes,

@@ -2,7 +2,10 @@
 "Basic" in the Privelet paper).
 
 Measurement: the histogram itself. Under ``add_remove`` one cell changes by 1 (L1 = L2 = 1);
-under ``replace`` one cell loses 1 and another gains 1 (L1 = 2, L2 = sqrt 2).
+under ``replace`` one cell loses 1 and another gains 1 (L1 = 2, L2 = sqrt 2). With a privacy unit
+of at most K rows (C cells, R rows a cell) one unit changes the histogram by L1 min(K, C R) and
+L2 sqrt(q R^2 + r^2) (:mod:`dpcube.privacy.unit`; x2 and x sqrt 2 under replace): Laplace noise
+is calibrated to the first, Gaussian noise to the second.
 
 - ``noise="laplace"``: discrete Laplace of scale Delta_1/epsilon on the integer counts: epsilon-DP.
 - ``noise="gaussian"``: discrete Gaussian with sigma from (epsilon, delta) through zCDP
@@ -21,7 +24,6 @@ from dpcube.errors import BudgetError
 from dpcube.histogram import Histogram
 from dpcube.mechanisms.base import Mechanism, SensitivityClaim
 from dpcube.mechanisms.params import ParamSpec
-from dpcube.privacy.neighbours import Neighbour
 from dpcube.privacy.random import RandomSource
 from dpcube.privacy.samplers import (
     add_discrete_gaussian,
@@ -74,7 +76,7 @@ class Identity(Mechanism):
         return "l1" if self.noise == "laplace" else "l2"
 
     def sensitivity_claims(self, schema: Schema) -> list[SensitivityClaim]:
-        delta = Neighbour(self.neighbour).histogram_sensitivity(self.norm)
+        delta = self.histogram_sensitivity(self.norm)
         return [
             SensitivityClaim(
                 "cells", lambda x: np.asarray(x, dtype=np.float64).ravel(), self.norm, delta
@@ -99,7 +101,7 @@ class Identity(Mechanism):
     def _release(
         self, data: Histogram, source: RandomSource, metadata: ReleaseMetadata
     ) -> CellRelease:
-        sensitivity = Neighbour(self.neighbour).histogram_sensitivity(self.norm)
+        sensitivity = self.histogram_sensitivity(self.norm)
         counts: Any
         if self.noise == "laplace":
             counts, draw = add_discrete_laplace(data.counts, sensitivity / self.epsilon, source)

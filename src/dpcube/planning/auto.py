@@ -3,7 +3,9 @@
 The plan (:func:`~dpcube.planning.plan.plan_mechanisms`) is made from the schema of the input
 and the workload alone, before anything is charged; the chosen mechanism then runs the usual
 release template (one charge, then noise), and the plan (candidates, errors, basis, reason) is
-recorded in the manifest's metadata (``report["plan"]``). Only mechanisms whose error was computed
+recorded in the manifest's metadata (``report["plan"]``). With a privacy unit (the input's
+bound, or ``privacy_unit=``) the plan compares the errors at that unit's sensitivities and the
+chosen mechanism protects it. Only mechanisms whose error was computed
 exactly are chosen: a plan whose recommendation rests on benchmark figures (census group-size
 tables) is refused, with the recommended mechanism to name explicitly.
 
@@ -108,7 +110,9 @@ class AutoMechanism(Mechanism):
         """The plan for ``schema`` and the recommended mechanism, built (cached per schema)."""
         from dpcube.planning.plan import plan_mechanisms
 
-        key = json.dumps(schema.to_dict(), sort_keys=True, default=str)
+        key = json.dumps(
+            [schema.to_dict(), self.privacy_unit.manifest()], sort_keys=True, default=str
+        )
         if key not in self._plans:
             if self.mechanisms is not None and "auto" in self.mechanisms:
                 raise QueryError("mechanism 'auto' cannot choose itself")
@@ -120,6 +124,7 @@ class AutoMechanism(Mechanism):
                 mechanisms=[m for m in self.mechanisms] if self.mechanisms else None,
                 neighbour=self.neighbour,
                 strategies=list(self.strategies) if self.strategies else None,
+                privacy_unit=self.privacy_unit,
             )
             best = plan.recommended
             if best.basis != "exact":
@@ -150,7 +155,20 @@ class AutoMechanism(Mechanism):
         requested_total: RequestedTotal | None = None,
     ) -> Release:
         """Plan from ``data``'s schema (no counts read), then release with the chosen mechanism
-        (its template charges once) and record the plan in the metadata."""
+        (its template charges once) and record the plan in the metadata. The plan is made for
+        the privacy unit the input was bounded for (:meth:`Mechanism.unit_for`)."""
+        unit = self.unit_for(data)
+        if unit != self.privacy_unit:
+            twin = self.with_unit(unit)
+            adopted = twin.release(
+                data,
+                random_state,
+                ledger=ledger,
+                account=account,
+                requested_total=requested_total,
+            )
+            self.plan_, self.chosen_ = twin.plan_, twin.chosen_
+            return adopted
         schema = getattr(data, "schema", None)
         if not isinstance(schema, Schema):
             raise DataError(

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from dpcube.planning.candidate import Candidate
+from dpcube.privacy.unit import ROW, PrivacyUnit
 
 SPATIAL_SOURCE = "experiments/docs/location.md, Fig. 6 (MRE %, random-shape rectangles, eps = 0.1)"
 SPATIAL_COMMAND = "python -m experiments.spatial --data-dir ../shared/data --out results/"
@@ -56,10 +57,16 @@ def benchmark_candidates(
     *,
     spatial: bool = False,
     census: bool = False,
+    unit: PrivacyUnit = ROW,
 ) -> list[Candidate]:
     """The data-dependent mechanisms that fit (spatial trees and grids for a schema with a spatial
     attribute; census M_DP / M_CDP for group-size tables), with their public figures."""
-    common: dict[str, Any] = {"epsilon": epsilon, "delta": delta, "neighbour": neighbour}
+    common: dict[str, Any] = {
+        "epsilon": epsilon,
+        "delta": delta,
+        "neighbour": neighbour,
+        "privacy_unit": unit,
+    }
     out = []
     if spatial:
         for label, (name, la, gowalla, wins) in SPATIAL_FIGURES.items():

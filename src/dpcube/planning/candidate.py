@@ -10,6 +10,7 @@ from typing import Any
 
 from dpcube import registry
 from dpcube.errors import QueryError
+from dpcube.privacy.unit import ROW, PrivacyUnit
 from dpcube.workloads import Workload
 
 BASES = ("exact", "benchmark", "not-applicable")
@@ -37,6 +38,8 @@ class Candidate:
     epsilon: float = 1.0
     delta: float | None = None
     neighbour: str = "add_remove"
+    #: The privacy unit every sensitivity of the candidate is computed for (the row by default).
+    privacy_unit: PrivacyUnit = ROW
     label: str = ""
     benchmark: dict[str, Any] | None = None
     max_query_variance: float | None = None
@@ -62,6 +65,8 @@ class Candidate:
         if "delta" in accepted:
             kwargs["delta"] = self.delta
         kwargs.update(self.params)
+        if not self.privacy_unit.is_row:
+            kwargs["privacy_unit"] = self.privacy_unit
         return cls(**kwargs)
 
     def to_dict(self) -> dict[str, Any]:

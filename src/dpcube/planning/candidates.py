@@ -31,8 +31,8 @@ from dpcube.planning.errors import (
     privelet_coefficient_variance,
 )
 from dpcube.planning.workload import workload_boxes
-from dpcube.privacy.neighbours import Neighbour
 from dpcube.privacy.samplers import gaussian_sigma
+from dpcube.privacy.unit import ROW, PrivacyUnit
 from dpcube.schema import Schema, Spatial
 from dpcube.workloads import Workload
 
@@ -115,7 +115,7 @@ def scale_over(numerator: float) -> Callable[[float], float]:
 
 
 def identity_candidates(
-    w: Workload, epsilon: float, delta: float | None, neighbour: str
+    w: Workload, epsilon: float, delta: float | None, neighbour: str, unit: PrivacyUnit = ROW
 ) -> list[Candidate]:
     """Identity with Laplace noise, and with Gaussian noise when delta is given:
     error ``v · tr(G)`` with v the realised per-cell variance."""
@@ -127,14 +127,14 @@ def identity_candidates(
         label = f"identity({noise})"
 
         def error_at(eps: float, noise: str = noise) -> float:
-            return identity_cell_variance(eps, delta, noise, neighbour) * trace
+            return identity_cell_variance(eps, delta, noise, neighbour, unit) * trace
 
         spread_at: Callable[[float, str], tuple[float, float]]
         if noise == "laplace":
-            l1 = Neighbour(neighbour).histogram_sensitivity("l1")
+            l1 = unit.histogram_sensitivity(neighbour, "l1")
             spread_at = discrete_laplace_spread(scale_over(l1), largest, mean_cells, label)
         else:
-            l2 = Neighbour(neighbour).histogram_sensitivity("l2")
+            l2 = unit.histogram_sensitivity(neighbour, "l2")
             assert delta is not None
 
             def spread_at(
@@ -144,7 +144,7 @@ def identity_candidates(
                 sigma2 = discrete_gaussian_release_sigma2(gaussian_sigma(l2, eps, delta))
                 return math.sqrt(sigma2 * c), 0.0
 
-        v = identity_cell_variance(epsilon, delta, noise, neighbour)
+        v = identity_cell_variance(epsilon, delta, noise, neighbour, unit)
         out.append(
             Candidate(
                 "identity",
@@ -155,6 +155,7 @@ def identity_candidates(
                 epsilon=epsilon,
                 delta=delta,
                 neighbour=neighbour,
+                privacy_unit=unit,
                 label=label,
                 max_query_variance=None if largest is None else float(v * largest),
                 tail="discrete-laplace" if noise == "laplace" else "subgaussian",
@@ -169,14 +170,19 @@ def identity_candidates(
 
 
 def privelet_candidates(
-    schema: Schema, w: Workload, epsilon: float, neighbour: str, wanted: Sequence[str] | None
+    schema: Schema,
+    w: Workload,
+    epsilon: float,
+    neighbour: str,
+    wanted: Sequence[str] | None,
+    unit: PrivacyUnit = ROW,
 ) -> list[Candidate]:
     """Privelet (every attribute transformed) and Privelet+ (S_A by the rule of Xiao, Wang, Gehrke,
     ICDE 2010, Sec. VI-D): error ``v · tr(G ⊗ Mᵢ Mᵢᵀ)`` with v the realised coefficient variance
     (Privelet, Theorem 3)."""
     from dpcube.mechanisms.privelet.mechanism import PriveletPlus, PriveletVariance
 
-    common: dict[str, Any] = {"epsilon": epsilon, "neighbour": neighbour}
+    common: dict[str, Any] = {"epsilon": epsilon, "neighbour": neighbour, "privacy_unit": unit}
     out = []
     for name in ("privelet", "privelet-plus"):
         if not _wanted(name, wanted):
@@ -191,7 +197,7 @@ def privelet_candidates(
             )
             continue
         plain = () if name == "privelet" else None
-        mech = PriveletPlus(epsilon, plain_attributes=plain, neighbour=neighbour)
+        mech = PriveletPlus(epsilon, plain_attributes=plain, neighbour=neighbour).with_unit(unit)
         try:
             pplan = mech.plan(schema)
             factors = privelet_cell_covariance(pplan.axes)
@@ -263,7 +269,12 @@ def _lazy_largest_quadratic(name: str, w: Workload, boxes: np.ndarray) -> Callab
 
 
 def kronecker_strategy_row(
-    name: str, w: Workload, epsilon: float, delta: float | None, neighbour: str
+    name: str,
+    w: Workload,
+    epsilon: float,
+    delta: float | None,
+    neighbour: str,
+    unit: PrivacyUnit = ROW,
 ) -> dict[str, Any]:
     """The row ``mechanisms.matrix.plan.plan`` gives for a Kronecker strategy, for a workload
     whose Gram is a sum of Kronecker products on a grid too large to make dense:
@@ -284,7 +295,7 @@ def kronecker_strategy_row(
         if solver.kron is None or len(solver.kron) != len(w.dims):
             raise QueryError(f"strategy {name!r} is not a Kronecker product over the axes")
         trace = kron_trace(w.gram, [f.inverse() for f in solver.kron])
-    mech = MatrixMechanism(epsilon, delta, neighbour=neighbour)
+    mech = MatrixMechanism(epsilon, delta, neighbour=neighbour).with_unit(unit)
     return {
         "error": mech.release_noise_variance(s) * trace,
         "rows": s.operator.rows,
@@ -301,6 +312,7 @@ def matrix_candidates(
     neighbour: str,
     strategies: Sequence[str] | None,
     report: dict[str, Any] | None = None,
+    unit: PrivacyUnit = ROW,
 ) -> list[Candidate]:
     """Every applicable matrix-mechanism strategy, through ``mechanisms.matrix.plan.plan``;
     ``report`` receives that plan's whole output (svdb, Gaussian optimum, nominal errors).
@@ -312,7 +324,12 @@ def matrix_candidates(
     from dpcube.mechanisms.matrix.plan import applicable
     from dpcube.mechanisms.matrix.plan import plan as matrix_plan
 
-    common: dict[str, Any] = {"epsilon": epsilon, "delta": delta, "neighbour": neighbour}
+    common: dict[str, Any] = {
+        "epsilon": epsilon,
+        "delta": delta,
+        "neighbour": neighbour,
+        "privacy_unit": unit,
+    }
     noise = "gaussian" if delta else "laplace"
     names = list(strategies) if strategies else applicable(w)
     out = []
@@ -321,7 +338,7 @@ def matrix_candidates(
     together: dict[str, Any] = {}
     if dense_ok:
         try:  # one call (the Gaussian optimum, with delta, is solved once), else one per strategy
-            whole = matrix_plan(w, epsilon, delta, names, neighbour=neighbour)
+            whole = matrix_plan(w, epsilon, delta, names, neighbour=neighbour, privacy_unit=unit)
             together = whole["strategies"]
             if report is not None:
                 report.update(whole)
@@ -333,15 +350,15 @@ def matrix_candidates(
             if name in together:
                 row = together[name]
             elif dense_ok:
-                row = matrix_plan(w, epsilon, delta, [name], neighbour=neighbour)["strategies"][
-                    name
-                ]
+                row = matrix_plan(
+                    w, epsilon, delta, [name], neighbour=neighbour, privacy_unit=unit
+                )["strategies"][name]
             else:  # a sum of Kronecker products on a large grid: never made dense
-                row = kronecker_strategy_row(name, w, epsilon, delta, neighbour)
+                row = kronecker_strategy_row(name, w, epsilon, delta, neighbour, unit)
         except (DPCubeError, MemoryError) as exc:
             out.append(_not_applicable("matrix", str(exc), label=label, **common))
             continue
-        out.append(_matrix_candidate(name, w, row, noise, epsilon, delta, neighbour, label))
+        out.append(_matrix_candidate(name, w, row, noise, epsilon, delta, neighbour, label, unit))
         if delta:  # the same strategy under Laplace noise: pure DP is a candidate under any delta
             if "laplace_error" in row:
                 laplace_row = {
@@ -352,7 +369,7 @@ def matrix_candidates(
                     "support": row["laplace_support"],
                 }
             else:
-                laplace_row = kronecker_strategy_row(name, w, epsilon, None, neighbour)
+                laplace_row = kronecker_strategy_row(name, w, epsilon, None, neighbour, unit)
             out.append(
                 _matrix_candidate(
                     name,
@@ -363,6 +380,7 @@ def matrix_candidates(
                     None,
                     neighbour,
                     f"{label[:-1]}, laplace)",
+                    unit,
                 )
             )
     return out
@@ -377,6 +395,7 @@ def _matrix_candidate(
     delta: float | None,
     neighbour: str,
     label: str,
+    unit: PrivacyUnit = ROW,
 ) -> Candidate:
     """One strategy's candidate under one noise, from its row of the matrix plan (``delta``
     None for Laplace noise, which charges no delta)."""
@@ -416,6 +435,7 @@ def _matrix_candidate(
         epsilon=epsilon,
         delta=delta,
         neighbour=neighbour,
+        privacy_unit=unit,
     )
 
 
@@ -435,7 +455,7 @@ def marginal_order(schema: Schema, w: Workload) -> int | None:
 
 
 def datacube_candidates(
-    schema: Schema, w: Workload, epsilon: float, neighbour: str
+    schema: Schema, w: Workload, epsilon: float, neighbour: str, unit: PrivacyUnit = ROW
 ) -> list[Candidate]:
     """BMax and PMost, with and without L2 consistency, for a K-way marginal workload: error
     ``Σ_C cells(C) · Var_C`` with Var_C the per-cell variance of the published cuboid C (eq. 2
@@ -444,7 +464,7 @@ def datacube_candidates(
     from dpcube.mechanisms.datacube.lattice import best_sources
     from dpcube.mechanisms.datacube.mechanism import DataCube
 
-    common: dict[str, Any] = {"epsilon": epsilon, "neighbour": neighbour}
+    common: dict[str, Any] = {"epsilon": epsilon, "neighbour": neighbour, "privacy_unit": unit}
     k = marginal_order(schema, w)
     out = []
     for method, consistency in DATACUBE_VARIANTS:
@@ -461,7 +481,7 @@ def datacube_candidates(
             )
             continue
         params = {"method": method, "consistency": consistency, "publish": f"k={k}"}
-        mech = DataCube(epsilon, neighbour=neighbour, **params)  # type: ignore[arg-type]
+        mech = DataCube(epsilon, neighbour=neighbour, **params).with_unit(unit)  # type: ignore[arg-type]
         cplan = mech.plan(schema)
         lattice = cplan.geometry.lattice
         sources = cplan.selection.sources
@@ -538,25 +558,28 @@ def all_candidates(
     wanted: Sequence[str] | None,
     strategies: Sequence[str] | None,
     report: dict[str, Any] | None = None,
+    unit: PrivacyUnit = ROW,
 ) -> list[Candidate]:
     """Every mechanism in ``wanted`` (default: all registered) as a candidate for ``w``
     (``report["matrix"]``: the matrix-mechanism strategy plan, when it ran in one call)."""
     matrix_report: dict[str, Any] = {}
     out: list[Candidate] = []
     builders: list[tuple[str, Callable[[], list[Candidate]]]] = [
-        ("identity", lambda: identity_candidates(w, epsilon, delta, neighbour)),
+        ("identity", lambda: identity_candidates(w, epsilon, delta, neighbour, unit)),
         (
             "matrix",
-            lambda: matrix_candidates(w, epsilon, delta, neighbour, strategies, matrix_report),
+            lambda: matrix_candidates(
+                w, epsilon, delta, neighbour, strategies, matrix_report, unit
+            ),
         ),
-        ("datacube", lambda: datacube_candidates(schema, w, epsilon, neighbour)),
+        ("datacube", lambda: datacube_candidates(schema, w, epsilon, neighbour, unit)),
     ]
     for name, build in builders:
         if _wanted(name, wanted):
             out.extend(build())
-    out.extend(privelet_candidates(schema, w, epsilon, neighbour, wanted))
+    out.extend(privelet_candidates(schema, w, epsilon, neighbour, wanted, unit))
     spatial = any(isinstance(a, Spatial) for a in schema.attributes)
-    out.extend(benchmark_candidates(epsilon, delta, neighbour, wanted, spatial=spatial))
+    out.extend(benchmark_candidates(epsilon, delta, neighbour, wanted, spatial=spatial, unit=unit))
     if report is not None and matrix_report:
         report["matrix"] = matrix_report
     return out

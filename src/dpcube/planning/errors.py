@@ -31,7 +31,6 @@ from numpy.typing import NDArray
 
 from dpcube.linalg.boxes import BoxGram
 from dpcube.linalg.operators import Kronecker, LinearOperator, Sum
-from dpcube.privacy.neighbours import Neighbour
 from dpcube.privacy.random import NO_NOISE
 from dpcube.privacy.samplers import (
     add_discrete_gaussian,
@@ -39,6 +38,7 @@ from dpcube.privacy.samplers import (
     gaussian_sigma,
     snapped_laplace,
 )
+from dpcube.privacy.unit import ROW, PrivacyUnit
 
 FloatArray = NDArray[np.float64]
 #: A per-axis cell covariance; ``None`` stands for the identity (no need to form it).
@@ -146,11 +146,16 @@ def discrete_gaussian_release_variance(sigma: float) -> float:
 
 
 def identity_cell_variance(
-    epsilon: float, delta: float | None, noise: str, neighbour: str
+    epsilon: float,
+    delta: float | None,
+    noise: str,
+    neighbour: str,
+    unit: PrivacyUnit = ROW,
 ) -> float:
-    """Per-cell variance of an :class:`dpcube.Identity` release (its ``cell_variance``)."""
+    """Per-cell variance of an :class:`dpcube.Identity` release (its ``cell_variance``), for
+    the privacy ``unit`` (L1 sensitivity for Laplace noise, its L2 for Gaussian noise)."""
     norm = "l1" if noise == "laplace" else "l2"
-    sensitivity = Neighbour(neighbour).histogram_sensitivity(norm)
+    sensitivity = unit.histogram_sensitivity(neighbour, norm)
     if noise == "laplace":
         return discrete_laplace_release_variance(sensitivity / epsilon)
     assert delta is not None

@@ -39,6 +39,7 @@ from dpcube.planning.candidate import BASES as BASES
 from dpcube.planning.candidate import Candidate as Candidate
 from dpcube.privacy.ledger import validate_privacy
 from dpcube.privacy.neighbours import Neighbour
+from dpcube.privacy.unit import ROW, PrivacyUnit
 from dpcube.schema import Schema
 
 #: Largest noise scale (sensitivity / epsilon) the releases accept (``mechanisms.base``).
@@ -59,6 +60,9 @@ class MechanismPlan:
     candidates: list[Candidate]
     recommended: Candidate
     reason: str
+    #: The unit every candidate protects (:mod:`dpcube.privacy.unit`): its errors are at that
+    #: unit's sensitivity.
+    privacy_unit: PrivacyUnit = ROW
     #: The matrix-mechanism strategy plan (``mechanisms.matrix.plan.plan``'s output: svdb, the
     #: Gaussian optimum with delta, nominal errors), when the matrix mechanism was compared.
     matrix: dict[str, Any] | None = None
@@ -74,6 +78,7 @@ class MechanismPlan:
             "epsilon": self.epsilon,
             "delta": self.delta,
             "neighbour": self.neighbour,
+            "privacy_unit": self.privacy_unit.manifest(),
             "candidates": [c.to_dict() for c in self.candidates],
             "recommended": self.recommended.label,
             "recommended_mechanism": self.recommended.mechanism,
@@ -138,6 +143,7 @@ def plan_mechanisms(
     mechanisms: Sequence[str] | None = None,
     neighbour: str = "add_remove",
     strategies: Sequence[str] | None = None,
+    privacy_unit: PrivacyUnit = ROW,
 ) -> MechanismPlan:
     """Compare every mechanism whose error on ``workload`` can be computed before seeing the data.
 
@@ -146,7 +152,9 @@ def plan_mechanisms(
     ``mechanisms``: registry names to consider (default: all). ``neighbour``: the neighbour notion
     every candidate is calibrated to (the same for all, so the errors are comparable).
     ``strategies``: the matrix-mechanism strategies to try (default: every applicable one).
-    Reads no data and charges no ledger.
+    ``privacy_unit``: the unit to protect (:class:`~dpcube.privacy.unit.PrivacyUnit`; the row by
+    default): each error is that of a release at the unit's sensitivity (K rows per unit, or
+    the L2 figure of a per-cell bound for Gaussian noise). Reads no data and charges no ledger.
     """
     from dpcube.planning import candidates as cands
     from dpcube.planning.workload import GROUP_SIZES, resolve_planning_workload
@@ -167,16 +175,32 @@ def plan_mechanisms(
                 f"unknown mechanism {unknown[0]!r}; known: {', '.join(sorted(registry.MECHANISMS))}"
             )
     if isinstance(workload, str) and workload.strip().lower() == GROUP_SIZES:
+        if not privacy_unit.is_row:
+            from dpcube.mechanisms.census.table import UNIT_REFUSAL
+
+            raise QueryError(f"group-size tables: {UNIT_REFUSAL}")
         found = cands.census_candidates(epsilon, delta, neighbour, wanted)
         best, reason = recommend(found)
         return MechanismPlan(GROUP_SIZES, 0, 0, epsilon, delta, neighbour, found, best, reason)
     w = resolve_planning_workload(workload, schema)
     report: dict[str, Any] = {}
-    found = cands.all_candidates(schema, w, epsilon, delta, neighbour, wanted, strategies, report)
+    found = cands.all_candidates(
+        schema, w, epsilon, delta, neighbour, wanted, strategies, report, privacy_unit
+    )
     found.sort(key=_order)
     best, reason = recommend(found)
     return MechanismPlan(
-        w.name, w.size, w.n, epsilon, delta, neighbour, found, best, reason, report.get("matrix")
+        w.name,
+        w.size,
+        w.n,
+        epsilon,
+        delta,
+        neighbour,
+        found,
+        best,
+        reason,
+        matrix=report.get("matrix"),
+        privacy_unit=privacy_unit,
     )
 
 

@@ -1,4 +1,5 @@
-"""The privacy core: randomness, exact samplers, neighbour notions and the budget ledger."""
+"""The privacy core: randomness, exact samplers, neighbour notions, the privacy unit and the
+budget ledger."""
 
 from dpcube.privacy.ledger import BudgetLedger
 from dpcube.privacy.neighbours import Neighbour
@@ -9,11 +10,14 @@ from dpcube.privacy.random import (
     SystemRandomSource,
     resolve_random_state,
 )
+from dpcube.privacy.unit import ROW, PrivacyUnit
 
 __all__ = [
     "NO_NOISE",
+    "ROW",
     "BudgetLedger",
     "Neighbour",
+    "PrivacyUnit",
     "RandomSource",
     "SeededRandomSource",
     "SystemRandomSource",

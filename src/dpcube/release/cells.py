@@ -129,7 +129,7 @@ class CellRelease(Release):
         assert self.schema is not None
         truth = integer_truth(self.counts)
         mechanism = rebuild_mechanism(self.metadata)
-        data = Histogram(self.schema, truth)
+        data = Histogram(self.schema, truth, privacy_unit=mechanism.privacy_unit)
         if is_integer(self.metadata):
             return BootstrapWorld(
                 CellRelease(self.schema, self.metadata, truth),

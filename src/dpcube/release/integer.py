@@ -285,8 +285,9 @@ def nonnegative_least_squares(
     """
     b = np.asarray(target, dtype=np.float64)
     x = np.clip(np.asarray(start, dtype=np.float64), 0.0, None)
-    rng = np.random.default_rng(0)  # the power iteration's start: not the noise, a fixed seed
-    v = rng.standard_normal(x.shape)
+    # The power iteration starts from all ones: A's entries are non-negative (sums of cells), so
+    # A^T A's top eigenvector is non-negative (Perron-Frobenius) and not orthogonal to the start.
+    v = np.ones(x.shape)
     for _ in range(30):
         v = rmatvec(matvec(v))
         v /= max(float(np.linalg.norm(v)), 1e-300)

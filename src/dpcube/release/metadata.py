@@ -29,6 +29,9 @@ class ReleaseMetadata:
     epsilon: float
     delta: float | None
     neighbour: str
+    #: What one neighbouring step adds or removes: ``"row"``, or the unit column and its bounds
+    #: (``{"column": "tailnum", "max_rows_per_unit": 50}``; :mod:`dpcube.privacy.unit`).
+    privacy_unit: str | dict[str, Any] = "row"
     sensitivity: dict[str, float] = field(default_factory=dict)
     noise: dict[str, Any] = field(default_factory=dict)
     seeded: bool = False

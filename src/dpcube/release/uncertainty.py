@@ -82,6 +82,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpcube.errors import ReleaseError
+from dpcube.privacy.unit import PrivacyUnit
 from dpcube.release.metadata import ReleaseMetadata
 
 #: A :class:`dpcube.release.base.Release`: its methods call this module
@@ -249,7 +250,8 @@ def integer_truth(values: NDArray[Any]) -> NDArray[np.int64]:
 
 
 def rebuild_mechanism(metadata: ReleaseMetadata) -> Any:
-    """The mechanism a release's manifest names, with its parameters (no data, no budget)."""
+    """The mechanism a release's manifest names, with its parameters and privacy unit (no data,
+    no budget); a world it re-runs on must carry the same unit (``mechanism.privacy_unit``)."""
     from dpcube import registry
 
     try:
@@ -262,6 +264,11 @@ def rebuild_mechanism(metadata: ReleaseMetadata) -> Any:
     kwargs: dict[str, Any] = {"epsilon": metadata.epsilon, "neighbour": metadata.neighbour}
     if metadata.delta is not None:
         kwargs["delta"] = metadata.delta
+    unit = PrivacyUnit.from_manifest(metadata.privacy_unit)
+    if not unit.is_row:
+        # the unit decides every sensitivity; a re-run's input (a world) carries it too
+        params.pop("user_bound", None)
+        kwargs["privacy_unit"] = unit
     return cls(**kwargs, **params)
 
 

@@ -203,6 +203,7 @@ def guarantee_section(release: Release, options: ReportOptions, kind_reason: str
         ("epsilon", esc(f"{m.epsilon:g}")),
         ("delta", esc("0 (pure epsilon-DP)" if not m.delta else f"{m.delta:g}")),
         ("neighbour", esc(f"{m.neighbour}: {NEIGHBOURS.get(m.neighbour, '')}".rstrip(": "))),
+        ("privacy unit", esc(_unit_words(m.privacy_unit))),
         ("sensitivity", f"<code>{esc(_json(m.sensitivity))}</code>"),
         ("noise", f"<code>{esc(_json(m.noise))}</code>"),
         ("for publication", esc("yes" if m.for_publication else f"NO ({warning})")),
@@ -628,6 +629,17 @@ def plan_section(plan: dict[str, Any]) -> str:
                    spec, caption)
         )  # fmt: skip
     return f'<section id="plan"><h2>The plan (--mechanism auto)</h2>{"".join(parts)}</section>\n'
+
+
+def _unit_words(unit: Any) -> str:
+    """The manifest's privacy unit in words."""
+    if not isinstance(unit, dict):
+        return "one row (a neighbouring data set adds or removes one row)"
+    bounds = ", ".join(
+        f"{k.replace('_', ' ')} {v}" for k, v in unit.items() if k != "column" and v is not None
+    )
+    column = f" of column {unit.get('column')!r}" if unit.get("column") else ""
+    return f"one unit{column}, all its rows ({bounds}; the rows beyond were not counted)"
 
 
 __all__ = [

@@ -265,6 +265,7 @@ class ServedRelease:
                     "epsilon": json_ready(m.epsilon),
                     "delta": json_ready(m.delta),
                     "neighbour": m.neighbour,
+                    "privacy_unit": m.privacy_unit,
                     "sensitivity": m.sensitivity,
                     "noise": m.noise,
                     "notes": m.report,

@@ -25,7 +25,8 @@ relaxation outside it) and stop at ``qp_time_limit`` with the best integer solut
 start); ``mip_certified`` in the metadata says whether it is proven optimal.
 
 The privacy story (neighbours, sensitivities, noise modes) is in
-:mod:`dpcube.mechanisms.census.privacy`. ``noise_mode="as_published"`` is the paper's M_CDP noise
+:mod:`dpcube.mechanisms.census.privacy`. The unit protected is one person (one row) joining or
+leaving a group; a privacy unit of several rows is refused (:data:`~dpcube.mechanisms.census.table.UNIT_REFUSAL`). ``noise_mode="as_published"`` is the paper's M_CDP noise
 as printed and is NOT epsilon-DP; its releases say so in their metadata and report, and it
 cannot be charged to a budget ledger.
 """
@@ -62,7 +63,7 @@ from dpcube.mechanisms.census.dp import noise_half_width, solve_tree, tail_half_
 from dpcube.mechanisms.census.exact import exact_cumulative, exact_hierarchical
 from dpcube.mechanisms.census.hierarchy import RegionHierarchy
 from dpcube.mechanisms.census.release import CensusRelease
-from dpcube.mechanisms.census.table import GroupSizeTable
+from dpcube.mechanisms.census.table import UNIT_REFUSAL, GroupSizeTable
 from dpcube.mechanisms.params import ParamSpec
 from dpcube.privacy.ledger import BudgetLedger, RequestedTotal
 from dpcube.privacy.neighbours import Neighbour
@@ -206,6 +207,7 @@ class CensusHierarchy(Mechanism):
         ),
     )
     neighbours = (Neighbour.ADD_REMOVE, Neighbour.REPLACE)
+    unit_refusal = UNIT_REFUSAL
 
     def __init__(
         self,

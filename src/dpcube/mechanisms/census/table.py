@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcube.errors import DataError
+from dpcube.errors import DataError, ParameterError
 from dpcube.mechanisms.census.hierarchy import RegionHierarchy
 
 if TYPE_CHECKING:
@@ -199,6 +199,16 @@ class GroupSizeTable:
         return self.hierarchy.sizes_frame(self.counts)
 
 
+#: Why the census group-size path and mechanisms refuse a privacy unit other than the row.
+UNIT_REFUSAL = (
+    "the census mechanisms protect one person (one row) joining or leaving a group, with the "
+    "number of groups public; a privacy unit of several rows could change several groups at once "
+    "and empty one (changing the public number of groups), which their sensitivities do not "
+    "cover: release without --privacy-unit, with one row per person (deduplicate the persons "
+    "first)"
+)
+
+
 def group_sizes(
     source: Any,
     *,
@@ -213,8 +223,16 @@ def group_sizes(
     dataset: str | None = None,
     show_values: bool = False,
     engine: str | Engine | None = None,
+    privacy_unit: str | None = None,
+    max_rows_per_unit: int | None = None,
+    max_cells_per_unit: int | None = None,
+    max_rows_per_cell: int | None = None,
 ) -> GroupSizeTable:
     """Group-size table of person-level data (Sec. 2), counted in ``engine``.
+
+    The privacy unit is the person, one row: the census mechanisms protect one person joining or
+    leaving a group (the paper's neighbour). ``privacy_unit`` and its bounds are refused
+    (:data:`UNIT_REFUSAL` says why).
 
     ``source`` is anything :func:`dpcube.engine.duckdb_engine.open_source` reads (a CSV/Parquet
     path, a DataFrame, an Arrow table, a DuckDB relation, :class:`dpcube.SQL`) or a Spark
@@ -242,6 +260,8 @@ def group_sizes(
     its budget ledger (default: the fingerprint of ``source``). The curator's report
     (:attr:`GroupSizeTable.report`, never released) counts what was dropped or reassigned.
     """
+    if (privacy_unit, max_rows_per_unit, max_cells_per_unit, max_rows_per_cell) != (None,) * 4:
+        raise ParameterError(f"group_sizes: {UNIT_REFUSAL}")
     import pandas as pd
 
     from dpcube.engine import POLICIES, get_engine

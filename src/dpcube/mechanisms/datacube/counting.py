@@ -20,7 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpcube.engine import Engine, get_engine
-from dpcube.engine.counting import check_policy, cuboid_counts
+from dpcube.engine.counting import ContributionBound, check_policy, cuboid_counts
 from dpcube.histogram import Histogram
 from dpcube.mechanisms.datacube.geometry import CubeGeometry
 from dpcube.mechanisms.datacube.lattice import is_subset, rollup, shape
@@ -57,6 +57,7 @@ def counts_from_source(
     weight: SumMeasure | None = None,
     show_values: bool = False,
     engine: str | Engine | None = None,
+    bound: ContributionBound | None = None,
 ) -> tuple[dict[int, NDArray[np.int64]], dict[str, Any]]:
     """Count the cuboids ``masks`` of ``source`` with one GROUPING SETS query in ``engine``
     (:func:`dpcube.engine.counting.cuboid_counts`; DuckDB, or Spark for a Spark DataFrame).
@@ -67,6 +68,9 @@ def counts_from_source(
     cuboid. Rows the policy does not cover raise :func:`dpcube.engine.sql.out_of_domain_error`
     (every cause counted; offending values only with ``show_values``).
 
+    With ``bound`` each privacy unit keeps at most K rows first (in the engine,
+    :func:`dpcube.engine.counting.bound_units`).
+
     Returns the cuboids (lattice layout) and the data report of :func:`dpcube.engine.base.policy_report`.
     """
     check_policy(on_out_of_domain)
@@ -75,7 +79,7 @@ def counts_from_source(
     sets = {mask: tuple(geo.schema_axes(mask)) for mask in unique}
     with get_engine(engine, source).open(source) as table:
         cuboids, report = cuboid_counts(
-            table, geo.schema, list(sets.values()), on_out_of_domain, weight, show_values
+            table, geo.schema, list(sets.values()), on_out_of_domain, weight, show_values, bound
         )
     out: dict[int, NDArray[np.int64]] = {}
     for mask, axes in sets.items():

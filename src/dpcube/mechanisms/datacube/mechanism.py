@@ -13,7 +13,9 @@ changes, so then the bound 2s is safe but not tight). Uniform budgets add discre
 scale ``Delta / epsilon`` to every cell (epsilon-DP, the discrete Laplace mechanism). Non-uniform
 budgets (``budget="optimal"``) measure cuboid j alone with sensitivity 1 (2 under replace) and
 budget ``epsilon_j``, ``sum epsilon_j = epsilon`` (sequential composition). Aggregation and
-consistency read only the noisy cells: post-processing.
+consistency read only the noisy cells: post-processing. With a privacy unit of at most K rows (C
+cells, R rows a cell), one unit changes each cuboid by at most min(K, C R) in L1 (its rows, rolled
+up: cells of one sign add), so every sensitivity above is multiplied by min(K, C R).
 
 Methods: ``"all"`` (K_all, L_pre = the published cuboids), ``"base"`` (K_base), ``"bmax"``
 (Algorithm 1), ``"pmost"`` (Algorithm 2 with ``theta0 = theta0 * theta'``, theta' = BMax's bound).
@@ -32,7 +34,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpcube.errors import DataError
-from dpcube.histogram import Histogram
+from dpcube.histogram import Histogram, contribution_bound
 from dpcube.mechanisms.base import Mechanism, SensitivityClaim
 from dpcube.mechanisms.datacube.consistency import l2_consistent, l2_variance, lp_consistent
 from dpcube.mechanisms.datacube.counting import counts_from_histogram, counts_from_source
@@ -53,6 +55,7 @@ from dpcube.mechanisms.params import ParamSpec
 from dpcube.privacy.neighbours import Neighbour
 from dpcube.privacy.random import RandomSource
 from dpcube.privacy.samplers import add_discrete_laplace
+from dpcube.privacy.unit import PrivacyUnit
 from dpcube.release.base import ReleaseMetadata
 from dpcube.schema import Schema
 
@@ -76,6 +79,24 @@ class CubeSource:
     show_values: bool = False
     #: ``"duckdb"``, ``"spark"`` or an :class:`dpcube.engine.Engine` (``None``: by the source).
     engine: Any = None
+    #: The column of the privacy unit (a plane, a patient), or a
+    #: :class:`~dpcube.privacy.unit.PrivacyUnit`; None: the row. Each unit keeps at most
+    #: ``max_rows_per_unit`` rows (and ``max_cells_per_unit`` cells, ``max_rows_per_cell`` rows
+    #: a cell), chosen at random in the engine before the cuboids are counted.
+    privacy_unit: Any = None
+    max_rows_per_unit: int | None = None
+    max_cells_per_unit: int | None = None
+    max_rows_per_cell: int | None = None
+    #: Makes the choice of the kept rows reproducible (tests; default: a fresh random key).
+    bounding_seed: int | float | str | None = None
+
+    def __post_init__(self) -> None:
+        unit = self.privacy_unit
+        if not isinstance(unit, PrivacyUnit):
+            unit = PrivacyUnit.parse(
+                unit, self.max_rows_per_unit, self.max_cells_per_unit, self.max_rows_per_cell
+            )
+        object.__setattr__(self, "privacy_unit", unit)
 
     @property
     def report(self) -> dict[str, Any]:
@@ -287,8 +308,10 @@ class DataCube(Mechanism):
     @property
     def unit(self) -> int:
         """L1 sensitivity of one cuboid: 1 (add_remove) or 2 (replace), times Delta =
-        max(|low|, |high|) for a sum (Sec. 7.3)."""
-        count = int(Neighbour(self.neighbour).histogram_sensitivity("l1"))
+        max(|low|, |high|) for a sum (Sec. 7.3), times the rows of one privacy unit min(K, C R)
+        (a unit's rows change a cuboid's cells by at most their number in L1: a roll-up adds
+        cells of the same sign)."""
+        count = int(self.histogram_sensitivity("l1"))
         return count * (self.sum_measure.delta if self.sum_measure else 1)
 
     def sensitivity_claims(self, schema: Schema) -> list[SensitivityClaim]:
@@ -363,8 +386,9 @@ class DataCube(Mechanism):
         return sum(float(np.prod(shape(lattice, c), dtype=np.float64)) for c in cuboids)
 
     def noise_support(self, data: Any) -> float:
-        """One neighbour changes one cell of each measured cuboid (integer noise, no snapping)."""
-        return float(len(self.plan(data.schema).selection.sources))
+        """One neighbour changes one cell of each measured cuboid (a unit: at most its cells;
+        integer noise, no snapping)."""
+        return float(len(self.plan(data.schema).selection.sources) * self.privacy_unit.cells)
 
     def _true_counts(
         self, data: Histogram | CubeSource, plan: Plan
@@ -380,6 +404,7 @@ class DataCube(Mechanism):
             self.sum_measure,
             show_values=data.show_values,
             engine=data.engine,
+            bound=contribution_bound(data.privacy_unit, data.bounding_seed),
         )
 
     # -- releasing -----------------------------------------------------------------------------

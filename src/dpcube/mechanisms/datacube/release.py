@@ -529,7 +529,7 @@ class CuboidRelease(Release):
         cells = np.zeros(self.schema.shape, dtype=np.int64)
         cells[tuple(index)] = integer_truth(self._cuboids[world])
         mechanism = rebuild_mechanism(self.metadata)
-        data = Histogram(self.schema, cells)
+        data = Histogram(self.schema, cells, privacy_unit=mechanism.privacy_unit)
         return BootstrapWorld(
             CellRelease(self.schema, self.metadata, cells), lambda rng: rerun(mechanism, data, rng)
         )

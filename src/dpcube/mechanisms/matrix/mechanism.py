@@ -387,12 +387,16 @@ class MatrixMechanism(Mechanism):
         return self._solver[1]
 
     def sensitivity(self, strategy: Strategy) -> float:
-        """Sensitivity of ``A x`` in this mechanism's norm and neighbour notion (module docstring)."""
+        """Sensitivity of ``A x`` in this mechanism's norm and neighbour notion (module docstring),
+        times the rows of one privacy unit m = min(K, C R): a unit changes the histogram by
+        ``v`` with ``||v||_1 <= m``, and ``||A v|| <= sum_j |v_j| ||A_j|| <= m max_j ||A_j||``
+        in either norm (``A_j`` the columns)."""
         op = strategy.operator
+        rows = float(self.privacy_unit.rows)
         if self.norm == "l1":
-            base = op.l1_sensitivity()
+            base = op.l1_sensitivity() * rows
             return base if self.neighbour == Neighbour.ADD_REMOVE.value else 2.0 * base
-        base = op.l2_sensitivity()
+        base = op.l2_sensitivity() * rows
         if self.neighbour == Neighbour.ADD_REMOVE.value:
             return base
         return (math.sqrt(2.0) if op.nonnegative() else 2.0) * base
@@ -405,7 +409,7 @@ class MatrixMechanism(Mechanism):
         )
 
     def support(self, strategy: Strategy) -> int:
-        s = int(strategy.operator.column_support().max())
+        s = int(strategy.operator.column_support().max()) * self.privacy_unit.cells
         return s if self.neighbour == Neighbour.ADD_REMOVE.value else 2 * s
 
     def sensitivity_claims(self, schema: Schema) -> list[SensitivityClaim]:
@@ -417,7 +421,7 @@ class MatrixMechanism(Mechanism):
                 lambda x: op.matvec(np.asarray(x, dtype=np.float64).ravel()),
                 self.norm,
                 self.sensitivity(strategy),
-                tight=self.neighbour == Neighbour.ADD_REMOVE.value,
+                tight=self.neighbour == Neighbour.ADD_REMOVE.value and self.privacy_unit.is_row,
             )
         ]
 

@@ -33,6 +33,7 @@ from dpcube.mechanisms.matrix.mechanism import MAX_DENSE_CELLS, MatrixMechanism,
 from dpcube.mechanisms.matrix.optimize import gaussian_optimum, kron_terms
 from dpcube.privacy.ledger import validate_privacy
 from dpcube.privacy.samplers import gaussian_sigma
+from dpcube.privacy.unit import ROW, PrivacyUnit
 from dpcube.workloads import Workload
 
 #: LSA runs in ``dpcube plan`` only up to this many cells (it is O(k n³)).
@@ -93,12 +94,17 @@ def gaussian_wins_b3(l1: float, l2: float, n: int) -> bool:
 
 
 def noise_comparison(
-    mech: MatrixMechanism, strategy: Any, trace: float, epsilon: float, neighbour: str
+    mech: MatrixMechanism,
+    strategy: Any,
+    trace: float,
+    epsilon: float,
+    neighbour: str,
+    unit: PrivacyUnit = ROW,
 ) -> dict[str, Any]:
     """The release errors of one strategy under Gaussian (``mech``, with delta) and Laplace noise
     at the same epsilon, and which is lower (dpcube's samplers, not the B.3 formula, whose algebra
     is corrected above)."""
-    laplace = MatrixMechanism(epsilon, None, neighbour=neighbour)
+    laplace = MatrixMechanism(epsilon, None, neighbour=neighbour).with_unit(unit)
     gaussian_error = mech.release_noise_variance(strategy) * trace
     laplace_error = laplace.release_noise_variance(strategy) * trace
     return {
@@ -116,16 +122,20 @@ def plan(
     delta: float | None = None,
     strategies: list[str] | None = None,
     neighbour: str = "add_remove",
+    privacy_unit: PrivacyUnit = ROW,
 ) -> dict[str, Any]:
     """Expected error, ratio to svdb and build time of each strategy; the recommended one.
 
     Each strategy's row also has ``trace`` (``tr(G(AᵀA)⁻¹)``), ``sensitivity`` (in the noise's
-    norm under ``neighbour``) and ``support``: with
+    norm under ``neighbour`` and for ``privacy_unit``) and ``support``: with
     :func:`~dpcube.mechanisms.matrix.mechanism.row_noise_variance` they give the error at any
     other epsilon (``dpcube.planning``)."""
     validate_privacy(epsilon, delta)
     gaussian = delta is not None and delta > 0
     unit = gaussian_sigma(1.0, epsilon, delta) ** 2 if gaussian and delta else 2.0 / epsilon**2
+    # a privacy unit of m rows multiplies every strategy's sensitivity by m (MatrixMechanism.
+    # sensitivity), so the bounds below are at m rows too
+    unit *= float(privacy_unit.rows) ** 2
     bound = unit * svdb(workload.gram)
     known_bound = math.isfinite(bound)  # svdb is not computed for large box workloads
     out: dict[str, Any] = {
@@ -144,7 +154,7 @@ def plan(
     if gaussian and max(axes) <= MAX_OPTIMUM_AXIS and (isinstance(gram, Kronecker) or n_ok):
         optimum = gaussian_optimum(gram)
         out["optimum"] = {**optimum.to_dict(), "error": unit * optimum.primal}
-    mech = MatrixMechanism(epsilon, delta, neighbour=neighbour)
+    mech = MatrixMechanism(epsilon, delta, neighbour=neighbour).with_unit(privacy_unit)
     for name in strategies or applicable(workload):
         start = time.perf_counter()
         s = make_strategy(name, workload.dims, workload)
@@ -167,7 +177,7 @@ def plan(
         if optimum is not None:
             row["ratio_to_optimum"] = nominal / (unit * optimum.primal)
         if gaussian:
-            row.update(noise_comparison(mech, s, trace, epsilon, neighbour))
+            row.update(noise_comparison(mech, s, trace, epsilon, neighbour, privacy_unit))
         out["strategies"][name] = row
     out["recommended"] = min(out["strategies"], key=lambda k: out["strategies"][k]["error"])
     if gaussian:

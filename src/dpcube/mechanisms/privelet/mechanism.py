@@ -231,7 +231,8 @@ class PriveletPlus(Mechanism):
                 axes.extend(IdentityAxis(n) for n in attribute.shape)
             else:
                 axes.extend(wavelet_axes(attribute))
-        factor = 2 if self.neighbour == Neighbour.REPLACE.value else 1
+        # one privacy unit is up to min(K, C R) rows, each moving the coefficients by at most rho
+        factor = (2 if self.neighbour == Neighbour.REPLACE.value else 1) * self.privacy_unit.rows
         return PriveletPlan(
             axes=tuple(axes),
             plain=plain,
@@ -261,8 +262,9 @@ class PriveletPlus(Mechanism):
         # Replacing one attains 2 rho only when the two cells can have disjoint coefficient sets,
         # which needs an untransformed axis; otherwise the shared base coefficients cancel and
         # 2 rho (the paper's calibration, Lemma 1) is an upper bound.
-        tight = self.neighbour == Neighbour.ADD_REMOVE.value or any(
-            ax.kind == "identity" and ax.n > 1 for ax in axes
+        tight = self.privacy_unit.is_row and (
+            self.neighbour == Neighbour.ADD_REMOVE.value
+            or any(ax.kind == "identity" and ax.n > 1 for ax in axes)
         )
         return [
             SensitivityClaim(

@@ -20,13 +20,14 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcube.errors import DataError, SchemaError
+from dpcube.errors import ParameterError, SchemaError
 from dpcube.histogram import Histogram
 from dpcube.mechanisms.base import Mechanism, SensitivityClaim, check_share_scale
 from dpcube.mechanisms.params import ParamSpec
 from dpcube.privacy.neighbours import Neighbour
 from dpcube.privacy.random import RandomSource
 from dpcube.privacy.samplers import add_discrete_laplace
+from dpcube.privacy.unit import PrivacyUnit
 from dpcube.release.base import ReleaseMetadata
 from dpcube.schema import Ordinal, Schema, Spatial
 
@@ -171,10 +172,13 @@ class SpatialMechanism(Mechanism):
     at most twice its add/remove sensitivity and every internal budget is halved
     (:attr:`points_per_unit`). For counts this is tight (one cell -1, another +1); for the noisy
     total it is loose (a replacement does not change the total).
-    With ``user_bound=c`` the unit is one user holding at most c points: the input histogram must
-    come from :func:`dpcube.mechanisms.spatial.users.bound_contributions` with that c (or a
-    smaller one), and every internal budget is ``epsilon / c`` (group privacy of a pure
-    epsilon-DP mechanism: c points change every measurement by at most c times its sensitivity).
+    With a privacy unit of at most K points (a user: ``dpcube.histogram(source, schema,
+    privacy_unit=COLUMN, max_rows_per_unit=K)``, or C cells of R points) the unit is one user
+    holding at most m = min(K, C R) points, and every internal budget is ``epsilon / m``: group
+    privacy of a pure epsilon-DP mechanism (Dwork and Roth 2014, Theorem 2.2), since the trees'
+    and grids' choices are data-dependent and only their per-point sensitivities are known.
+    ``user_bound=c`` is the same unit declared on the mechanism (an alias of
+    ``privacy_unit=PrivacyUnit(None, c)``): the input must then be bounded to c points or fewer.
     """
 
     neighbours: ClassVar[tuple[Neighbour, ...]] = (Neighbour.ADD_REMOVE, Neighbour.REPLACE)
@@ -182,7 +186,8 @@ class SpatialMechanism(Mechanism):
         ParamSpec(
             "user_bound",
             "int",
-            "the unit of privacy is a user holding at most this many points (1: one point)",
+            "the unit of privacy is a user holding at most this many points (1: one point); "
+            "the older name of privacy_unit's max_rows_per_unit (--max-rows-per-unit)",
             low=1,
             high=MAX_USER_BOUND,
         ),
@@ -199,11 +204,28 @@ class SpatialMechanism(Mechanism):
         self.user_bound = int(user_bound)
 
     @property
+    def user_bound(self) -> int:
+        """The points of one unit: :attr:`privacy_unit`'s ``max_rows_per_unit`` (1: one point)."""
+        return self.privacy_unit.max_rows_per_unit
+
+    @user_bound.setter
+    def user_bound(self, value: int) -> None:
+        if value == 1 or value == self.privacy_unit.max_rows_per_unit:
+            return
+        if not self.privacy_unit.is_row:
+            raise ParameterError(
+                f"{self.name}: user_bound={value} and privacy_unit "
+                f"{self.privacy_unit.manifest()} both set the points per user; give one "
+                "(privacy_unit, --privacy-unit/--max-rows-per-unit)"
+            )
+        self.privacy_unit = PrivacyUnit(None, int(value))
+
+    @property
     def points_per_unit(self) -> int:
-        """Add/remove steps of one point that one neighbouring step can take: ``user_bound`` c
-        under ``add_remove``, 2c under ``replace`` (one removal and one addition per point).
-        Every internal budget is divided by it (group privacy of pure epsilon-DP)."""
-        return self.user_bound * (2 if self.neighbour == Neighbour.REPLACE else 1)
+        """Add/remove steps of one point that one neighbouring step can take: the unit's points
+        m = min(K, C R) under ``add_remove``, 2m under ``replace`` (one removal and one addition
+        per point). Every internal budget is divided by it (group privacy of pure epsilon-DP)."""
+        return self.privacy_unit.group_size(self.neighbour)
 
     def point_claims(self, schema: Schema) -> list[SensitivityClaim]:
         """The measurements and their sensitivities to one point (subclasses)."""
@@ -216,9 +238,8 @@ class SpatialMechanism(Mechanism):
         c = self.points_per_unit
         if c == 1:
             return claims
-        reasons = (["user"] if self.user_bound > 1 else []) + (
-            ["replace"] if c > self.user_bound else []
-        )
+        rows = self.privacy_unit.rows
+        reasons = (["user"] if rows > 1 else []) + (["replace"] if c > rows else [])
         label = f"x{c} ({', '.join(reasons)})"
         return [
             dataclasses.replace(x, name=f"{x.name} {label}", declared=x.declared * c, tight=False)
@@ -238,22 +259,13 @@ class SpatialMechanism(Mechanism):
     def prepare(self, data: Any) -> Histogram:
         hist: Histogram = super().prepare(data)
         grid_shape(hist.schema)
-        bound = hist.report.get("contribution_bound")
-        if self.user_bound > 1 and bound is None:
-            raise DataError(
-                f"user_bound={self.user_bound} needs a contribution-bounded histogram; build it with "
-                "dpcube.mechanisms.spatial.bound_contributions(source, schema, user_column, max_points)"
-            )
-        if bound is not None and self.user_bound > 1 and int(bound) > self.user_bound:
-            raise DataError(
-                f"the histogram keeps up to {bound} points per user but user_bound={self.user_bound}; "
-                f"use user_bound={bound} or bound the contributions to {self.user_bound}"
-            )
         return hist
 
     def metadata(self, data: Any, source: RandomSource) -> ReleaseMetadata:
         meta = super().metadata(data, source)
         meta.report["privacy_unit"] = (
-            "point" if self.user_bound == 1 else f"user (at most {self.user_bound} points)"
+            "point"
+            if self.privacy_unit.is_row
+            else f"user (at most {self.privacy_unit.rows} points)"
         ) + (" replaced (bounded DP)" if self.neighbour == Neighbour.REPLACE else "")
         return meta

@@ -755,9 +755,7 @@ class LeafRelease(Release):
         whole = integer_truth(counts)
         truth = cascade_spread(self.shape, self.rects, whole, dispersion, rng)
         mechanism = rebuild_mechanism(self.metadata)
-        bound = int(self.metadata.params.get("user_bound", 1) or 1)
-        report = {"contribution_bound": bound} if bound > 1 else {}
-        data = Histogram(self.schema, truth, report)
+        data = Histogram(self.schema, truth, privacy_unit=mechanism.privacy_unit)
         if is_integer(self.metadata):
             return BootstrapWorld(
                 CellRelease(self.schema, self.metadata, truth),

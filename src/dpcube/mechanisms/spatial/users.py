@@ -1,28 +1,26 @@
-"""User-level contribution bounding in the engine (issue part 4).
+"""User-level contribution bounding for location data: the privacy unit of the spatial mechanisms.
 
-Location data sets hold many points per user. :func:`bound_contributions` keeps at most
-``max_points`` points of every user, a uniformly random subset chosen inside the engine (DuckDB or
-Spark) by a seeded hash rule that both engines compute alike
-(:func:`dpcube.engine.counting.user_sample_sql`: the k-th point of a user in a cell is keyed by
-``md5(seed|user|cell|k)`` and each user keeps the smallest keys), before the ordinary binning and
-counting. Adding or removing one user then changes the histogram by at most ``max_points``
-points, so a spatial mechanism built with ``user_bound=max_points`` (which divides every internal
-budget by it: group privacy) is epsilon-DP for users. The choice of points need not be secret: the
-bound holds for any choice, and the choice of each user depends on that user's rows only.
+Location data sets hold many points per user. :func:`bound_contributions` is
+:func:`dpcube.histogram` with ``privacy_unit=user_column, max_rows_per_unit=max_points``: each
+user keeps at most ``max_points`` points, a uniformly random subset chosen inside the engine
+(DuckDB or Spark) by the keyed hash of :func:`dpcube.engine.counting.bounded_rows_sql`, before the
+ordinary binning and counting. Adding or removing one user then changes the histogram by at most
+``max_points`` points, so a spatial mechanism releasing it divides every internal budget by
+``max_points`` (group privacy) and is epsilon-DP for users. The choice of points need not be
+secret: the bound holds for any choice, and the choice of each user depends on that user's rows
+only.
 
-The histogram's report records ``contribution_bound`` (c), ``users`` and ``points_dropped``.
+The histogram's report (the curator's log, never a release) records ``contribution_bound``,
+``units`` and ``rows_dropped_by_bound``.
 """
 
 from __future__ import annotations
 
-import secrets
 from typing import Any
 
-from dpcube.engine import Engine, get_engine
+from dpcube.engine import Engine
 from dpcube.engine.base import OutOfDomainPolicy
-from dpcube.engine.counting import bounded_counts
-from dpcube.engine.sql import schema_column_kinds
-from dpcube.histogram import Histogram, data_set_identity
+from dpcube.histogram import Histogram, histogram
 from dpcube.schema import Schema
 
 
@@ -38,7 +36,8 @@ def bound_contributions(
     show_values: bool = False,
     engine: str | Engine | None = None,
 ) -> Histogram:
-    """The histogram of ``source`` with at most ``max_points`` points per value of ``user_column``.
+    """The histogram of ``source`` with at most ``max_points`` points per value of ``user_column``
+    (:func:`dpcube.histogram` with ``privacy_unit=user_column, max_rows_per_unit=max_points``).
 
     ``seed`` (any number or text) makes the choice of points reproducible, and the same on DuckDB
     and Spark (tests); by default it is a fresh random 128-bit value. A NULL user id is refused (it
@@ -47,9 +46,14 @@ def bound_contributions(
     out-of-domain values (private data) in the error message. ``engine``: ``"duckdb"`` or
     ``"spark"`` (default: Spark for a Spark DataFrame, else DuckDB).
     """
-    key = secrets.token_hex(16) if seed is None else str(seed)
-    with get_engine(engine, source).open(source, *schema_column_kinds(schema)) as table:
-        counts, report = bounded_counts(
-            table, schema, user_column, max_points, key, on_out_of_domain, show_values
-        )
-    return Histogram(schema, counts, report, dataset=data_set_identity(source, dataset))
+    return histogram(
+        source,
+        schema,
+        on_out_of_domain=on_out_of_domain,
+        engine=engine,
+        dataset=dataset,
+        show_values=show_values,
+        privacy_unit=user_column,
+        max_rows_per_unit=max_points,
+        bounding_seed=seed,
+    )

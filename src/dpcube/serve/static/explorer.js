@@ -439,7 +439,11 @@
       ["privacy", `epsilon = ${g.epsilon}${g.delta ? `, delta = ${g.delta}` : ""}, neighbours: ${g.neighbour === "replace" ? "one record replaced" : g.neighbour === "add_remove" ? "one record added or removed" : g.neighbour}`],
       ["errors", `${info.error_kind}: ${info.error_reason || ""}`],
     ];
-    if (g.notes && g.notes.privacy_unit) rows.push(["privacy unit", String(g.notes.privacy_unit)]);
+    if (g.privacy_unit && typeof g.privacy_unit === "object") {
+      const u = g.privacy_unit;
+      const bounds = Object.entries(u).filter(([k, v]) => k !== "column" && v !== null).map(([k, v]) => `${k.replace(/_/g, " ")} ${v}`).join(", ");
+      rows.push(["privacy unit", `one unit${u.column ? ` of column ${u.column}` : ""}, all its rows (${bounds})`]);
+    } else if (g.notes && g.notes.privacy_unit) rows.push(["privacy unit", String(g.notes.privacy_unit)]);
     if (info.metadata && info.metadata.release_id) rows.push(["release id", info.metadata.release_id]);
     for (const [k, v] of rows) dl.append(el("dt", { text: k }), el("dd", { "data-testid": `guarantee-${k.replace(/ /g, "-")}`, text: v }));
     const banner = $("publication-banner");
