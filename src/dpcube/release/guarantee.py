@@ -79,7 +79,9 @@ def plain_value(value: Any, most: int = MOST_LISTED) -> str:
         items = list(value)
         nested = any(isinstance(v, Sequence) and not isinstance(v, str | bytes) for v in items)
         shown = [
-            f"({plain_value(v, most)})" if nested and not isinstance(v, str) else plain_value(v, most)
+            f"({plain_value(v, most)})"
+            if nested and not isinstance(v, str)
+            else plain_value(v, most)
             for v in items[:most]
         ]
         text = ("; " if nested else ", ").join(shown) or "none"
@@ -139,7 +141,7 @@ def guarantee_sentences(m: GuaranteeMetadata, warning: str | None) -> list[str]:
         sentences.append(f"One record is one {unit}: the guarantee protects each {unit}.")
     sens = m.sensitivity
     if len(sens) == 1:
-        (what, value), = sens.items()
+        ((what, value),) = sens.items()
         sentences.append(
             f"The measured figures ({_name(what)}) change by at most {plain_value(value)} "
             "between neighbours (their sensitivity)."

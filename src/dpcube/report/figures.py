@@ -123,15 +123,18 @@ def heat_map(
     return {"data": [trace], "layout": layout}
 
 
-def map_aspect(lon_edges: Sequence[float], lat_edges: Sequence[float]) -> float:
+def map_aspect(
+    lon_edges: Sequence[float] | NDArray[np.float64],
+    lat_edges: Sequence[float] | NDArray[np.float64],
+) -> float:
     """Width over height of the area between the outer edges on an equirectangular map scaled at
     the mid-latitude: a degree of longitude is ``cos(latitude)`` times as long on the ground as a
     degree of latitude (on a sphere), so ``width / height = dlon cos(mid-latitude) / dlat``
     (Snyder, *Map Projections: A Working Manual*, USGS Professional Paper 1395, 1987, the
-    equidistant cylindrical projection, eq. 12-1 with the standard parallel at mid-latitude).
+    equidistant cylindrical projection, eqs. 12-1 and 12-2 with the standard parallel at mid-latitude).
 
     >>> round(map_aspect([116.20, 116.52], [39.80, 40.12]), 4)  # as tall as wide in degrees
-    0.7669
+    0.7665
     """
     dlon = float(lon_edges[-1]) - float(lon_edges[0])
     dlat = float(lat_edges[-1]) - float(lat_edges[0])
@@ -139,7 +142,10 @@ def map_aspect(lon_edges: Sequence[float], lat_edges: Sequence[float]) -> float:
     return dlon * math.cos(mid) / dlat
 
 
-def map_axes(lon_edges: Sequence[float], lat_edges: Sequence[float]) -> dict[str, Any]:
+def map_axes(
+    lon_edges: Sequence[float] | NDArray[np.float64],
+    lat_edges: Sequence[float] | NDArray[np.float64],
+) -> dict[str, Any]:
     """Plotly axes of a map: exactly the area's extent, tick labels in degrees, and a degree of
     latitude drawn ``1 / cos(mid-latitude)`` times as long as a degree of longitude (``scaleanchor``
     with ``scaleratio``; ``constrain="domain"`` shrinks the plotting area, not the extent), so the

@@ -256,10 +256,10 @@ def page(title: str, release_id: str, head_meta: Mapping[str, str], body: str) -
 __all__ = [
     "FIGURE_CLASS",
     "PAPER_WIDTH_PX",
-    "PRINT_MARGIN_MM",
-    "SCROLL_CLASS",
     "PLOTLY_END",
     "PLOTLY_START",
+    "PRINT_MARGIN_MM",
+    "SCROLL_CLASS",
     "TABLE_CLASS",
     "esc",
     "figure",

@@ -168,6 +168,7 @@ def uncertainty_caption(u: Uncertainty) -> str:
 
 # -- the guarantee ----------------------------------------------------------------------------
 
+
 def guarantee_section(release: Release, options: ReportOptions, kind_reason: str) -> str:
     """What was released and under which guarantee (the manifest's metadata, nothing else): a
     banner, the guarantee in sentences, a summary table and the small tables of the mechanism's
