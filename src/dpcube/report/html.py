@@ -59,6 +59,7 @@ code {{ background: #f5f5f5; padding: 0 .2em; }}
   .{SCROLL_CLASS} {{ overflow: visible; }}
   table {{ width: 100%; table-layout: auto; font-size: 7.5pt; }}
   th, td {{ padding: .15em .3em; overflow-wrap: anywhere; }}
+  td.label, th.label {{ overflow-wrap: normal; }}
   .ci {{ white-space: normal; }}
   tr, .dpcube-figure {{ break-inside: avoid; }}
   #explorer-note, select, label[for=census-state-select] {{ display: none; }}
