@@ -207,7 +207,9 @@ def guarantee_section(release: Release, options: ReportOptions, kind_reason: str
     sentences = " ".join(guarantee_sentences(m, warning))
     details = "".join(
         f"<h3>{esc(title)}</h3>"
-        + key_value_table(f"table-guarantee-{slug(title)}", [(esc(k), esc(v)) for k, v in items])
+        + key_value_table(
+            f"table-guarantee-{slug(title.lower())}", [(esc(k), esc(v)) for k, v in items]
+        )
         for title, items in guarantee_tables(m)
     )
     return (
