@@ -1,4 +1,7 @@
-"""Consistency enforcement: spec section 11, T15-T24."""
+"""Consistency enforcement (Ding, Winslett, Han and Li, "Differentially Private Data Cubes:
+Optimizing Noise Sources and Consistency", SIGMOD 2011, Sec. 5, Thms. 8-10): agreement with dense
+least squares, consistency of every computable pair, closed forms and fixed points, exact
+variances and their dominance, the L1 and L-infinity programs."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Lattice, K_part variances and the selection algorithms: spec section 11, T1-T14."""
+"""Lattice, K_part variances and the selection algorithms (Ding, Winslett, Han and Li,
+"Differentially Private Data Cubes: Optimizing Noise Sources and Consistency", SIGMOD 2011:
+magnification and K_part, Secs. 2-3 and Example 3.1; Algorithm 1 (BMax), Sec. 4.1, Thm. 6 and
+Example 4.1; Algorithm 2 (PMost), Sec. 4.2, Thm. 7 and Example 4.2)."""
 
 from __future__ import annotations
 
@@ -54,7 +57,7 @@ def brute_force_opt(lat: Lattice, published: list[int]) -> Fraction:
     return best
 
 
-# -- T1 ----------------------------------------------------------------------------------------
+# -- magnification (Sec. 3, eq. (2)) ---------------------------------------------------------------
 def test_t1_mag_values() -> None:
     expected = {
         ("C011", "C111"): 2, ("C110", "C111"): 5, ("C101", "C111"): 7, ("C010", "C111"): 10,
@@ -79,7 +82,7 @@ def test_t1_mag_multiplicative_on_chains(cards: list[int], data: st.DataObject) 
     assert lat.mag(c1, c3) == lat.mag(c1, c2) * lat.mag(c2, c3)
 
 
-# -- T2 and T5: K_part variances and the level-wise programme ------------------------------------
+# -- K_part variances (Example 3.1) and the level-wise programme -----------------------------------
 def kpart_variances(sources: list[int]) -> dict[str, Fraction]:
     s = len(sources)
     out = best_sources(EX21, {m: Fraction(2 * s * s) for m in sources}, L_ALL)
@@ -113,7 +116,7 @@ def test_t5_levelwise_equals_direct_min(cards: list[int], data: st.DataObject) -
             assert out[c][0] == out[parent][0] * lat.mag(c, parent)
 
 
-# -- T6, T7, T8: Algorithm 1 -------------------------------------------------------------------
+# -- Algorithm 1 (BMax, Sec. 4.1) ------------------------------------------------------------------
 def test_t6_example_4_1() -> None:
     cov = Coverage(EX21, L_ALL)
     assert labels(feasible(cov, Fraction(80), 2) or ()) == {"C111", "C101"}
@@ -192,7 +195,7 @@ def test_t10_adult_structure() -> None:
     assert sel.bound_u < 131072 and sel.bound_u < 3628800
 
 
-# -- T11 - T14: Algorithm 2 ------------------------------------------------------------------------
+# -- Algorithm 2 (PMost, Sec. 4.2) -----------------------------------------------------------------
 def test_t11_example_4_2() -> None:
     cov = Coverage(EX21, L_ALL)
     counts = {}
@@ -220,7 +223,7 @@ def test_t12_t13_adult_publish_most() -> None:
             assert len(sel.sources) == 15 and ADULT.base in sel.sources
         assert sel.bound_u <= base_only
     assert precise == [137, 170, 193, 209, 221, 230, 238, 244, 249, 256]
-    # T12: never worse than the s = 1 (K_base) or s = |L| (K_all) solutions
+    # Never worse than the s = 1 (K_base) or s = |L| (K_all) solutions
     for k in (1, 5, 10):
         theta0 = bmax.bound_u * Fraction(k, 10)
         weight = publish_most(ADULT, list(range(256)), theta0).info["greedy_weight"]
@@ -237,7 +240,7 @@ def test_t14_equal_weights_reproduce_unweighted() -> None:
     assert 2 * len(heavy.sources) ** 2 * min(EX21.mag(0, s) for s in heavy.sources) <= 40
 
 
-# -- section 8.2: non-uniform budgets ----------------------------------------------------------
+# -- non-uniform budgets (Ding et al., Sec. 7.2) ---------------------------------------------------
 @pytest.mark.parametrize("cards", [(2, 7, 5), (3, 3, 3, 3), (9, 16, 7, 15, 6)])
 def test_optimal_budgets_never_worse_and_shares_sum_to_one(cards: tuple[int, ...]) -> None:
     lat = Lattice(cards)

@@ -1,5 +1,8 @@
-"""Spec §10.1-10.4 (T1-T22): sensitivities, error closed forms, strategy theory, the singular
-value bound and the baseline ratios. Exact values are those of the spec (P = 1 unless stated)."""
+"""The matrix mechanism's theory (Li and Miklau, "Efficient Batch Query Answering Under
+Differential Privacy", 2011 preprint): sensitivities and error closed forms (Sec. 2, Props. 2.3-2.4),
+strategy theory (Sec. 3.1, Defs. 3.1-3.4, Thms. 3.1-3.2), the singular value bound (Secs. 3.2-3.3,
+Thm. 3.3, Example 3.1) and the baseline ratios of Sec. 5. Exact values are computed in closed
+form or by a reference run (P = 1 unless stated)."""
 
 from __future__ import annotations
 
@@ -152,7 +155,8 @@ def test_t12_equivalent_strategies() -> None:
         assert err(w.gram(), a) == pytest.approx(err(w.gram(), b), rel=1e-9)
 
 
-T13 = {
+#: The singular value bound of AllRange(n) (the paper's Example 3.1 and Sec. 5.1).
+SVDB_ALLRANGE = {
     2: 3.732051,
     4: 16.312243,
     8: 79.172339,
@@ -167,9 +171,9 @@ T13 = {
 
 
 def test_t13_svdb_values() -> None:
-    for n, value in T13.items():
+    for n, value in SVDB_ALLRANGE.items():
         assert svdb(allrange((n,)).gram) == pytest.approx(value, rel=1e-6)
-    assert svdb(allrange((32, 32)).gram) == pytest.approx(T13[32] ** 2, rel=1e-9)
+    assert svdb(allrange((32, 32)).gram) == pytest.approx(SVDB_ALLRANGE[32] ** 2, rel=1e-9)
     assert svdb(allrange((32, 32)).gram) == pytest.approx(4.391400e6, rel=1e-6)
     assert svdb(allrange((16, 8, 8)).gram) == pytest.approx(2.535404e6, rel=1e-6)
     assert svdb(allrange((2,) * 10).gram) == pytest.approx((2 + math.sqrt(3)) ** 10, rel=1e-9)
@@ -263,7 +267,9 @@ def test_t19_svdb_from_rows_equals_from_gram() -> None:
         assert svdb_from_matrix(w) == pytest.approx(svdb(from_matrix(w).gram), rel=1e-9)
 
 
-T20 = {
+#: Error / svdb on AllRange(n) of Identity, the workload itself, the hierarchical strategy and
+#: the wavelet (the baselines of the paper's Sec. 5.2 and Fig. 4).
+BASELINE_RATIOS = {
     8: (1.5157, 2.0209, 1.4820, 1.1810),
     16: (2.0174, 2.8481, 1.6258, 1.2709),
     32: (2.8556, 4.1535, 1.7098, 1.3487),
@@ -273,12 +279,13 @@ T20 = {
 
 
 def _workload_error(n: int) -> float:
-    """A = W (AllRange rows) without materialising W: P·n·max diag(G) (spec §5)."""
+    """A = W (AllRange rows) without materialising W: P·n·max diag(G) (the paper's
+    Sec. 5.2: the workload as its own strategy)."""
     return n * float(np.diag(allrange_gram_1d(n)).max())
 
 
 def test_t20_t22_baseline_ratios() -> None:
-    for n, (ident, work, h, y) in T20.items():
+    for n, (ident, work, h, y) in BASELINE_RATIOS.items():
         g = g1(n)
         b = svdb(g)
         assert err(g, Identity(n)) / b == pytest.approx(ident, rel=1e-3)

@@ -1,4 +1,5 @@
-"""The MatrixMechanism end to end: Monte-Carlo check of the error formulas (spec T6) for Laplace
+"""The MatrixMechanism end to end: Monte-Carlo check of the error formulas (Li and Miklau,
+2011 preprint, Prop. 2.4) for Laplace
 and Gaussian noise, exact variances, save/load, workload files, Kronecker inference, reports."""
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""HTF spec 16.1-16.2: the homogeneity objective (T1-T4) and Algorithm 1 (T5-T10, T23)."""
+"""HTF (Shaham, Ghinita, Ahuja, Krumm and Shahabi, "HTF: Homogeneous Tree Framework for
+Differentially-Private Release of Location Data", SIGSPATIAL 2021): the homogeneity objective
+(Eqs. 5-7) and its sensitivity, and the near-optimal split point estimator (Sec. 4.1,
+Algorithm 1)."""
 
 from __future__ import annotations
 

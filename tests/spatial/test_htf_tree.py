@@ -1,5 +1,6 @@
-"""HTF spec 16.3-16.5: structure (T11-T13), Algorithm 3 and accounting (T14-T18), queries and
-metric (T19-T21), determinism (T22)."""
+"""HTF (Shaham et al., SIGSPATIAL 2021): the tree of its DP space partitioning (Sec. 4.2,
+Algorithm 2), its data perturbation with pruning and the budget across levels (Sec. 4.3,
+Algorithm 3, Eqs. 14-17), queries and the error metric of Sec. 5, and determinism under a seed."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""Baselines (spec 13.1, T24), the exact exponential mechanism, PrivTree's privacy bound by exact
-enumeration, and user-level contribution bounding."""
+"""The baselines HTF is compared with (Shaham et al., SIGSPATIAL 2021, Sec. 5 and Figs. 4-6: UG
+and AG of Qardaji, Yang and Li, ICDE 2013; the quadtree and kd-tree of Cormode et al., ICDE 2012;
+Singular and Uniform), the exact exponential mechanism, PrivTree's privacy bound (Zhang, Xiao and
+Xie, SIGMOD 2016) by exact enumeration, and user-level contribution bounding."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 
 ``dpcube export REL --format csv|parquet [--out FILE] [--level L] [--cuboid a,b] [--where ...]``
 writes the release's labelled table (:func:`dpcube.release.tables.labelled_table`): to ``--out``
-(atomically, :func:`dpcube.release.base.write_atomic`), or for CSV without ``--out`` to stdout.
+(atomically, :func:`dpcube.files.write_atomic`), or for CSV without ``--out`` to stdout.
 A data-cube release without ``--cuboid`` writes one file per published cuboid into the directory
 ``--out``. An existing file is replaced only with ``--overwrite`` and only when dpcube export wrote it
 there and nobody changed it since (:func:`written_by_dpcube`: a keyed mark, never its header).
@@ -137,7 +137,8 @@ def cuboid_file_name(cuboid: list[str], fmt: str) -> str:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from dpcube.release.base import load_release, publication_warning, write_atomic
+    from dpcube.files import write_atomic
+    from dpcube.release.base import load_release, publication_warning
     from dpcube.release.formats import encode, plural
     from dpcube.release.marks import forget_written, remember_written, written_sha256
     from dpcube.release.tables import labelled_table, table_info

@@ -256,7 +256,7 @@ def _probe_writable(target: str | Path, flag: str) -> None:
     import os
 
     from dpcube.errors import ReleaseError
-    from dpcube.release.base import TEMP_PREFIX
+    from dpcube.files import TEMP_PREFIX
 
     where = Path(target).expanduser()
     while not where.is_dir() and where != where.parent:

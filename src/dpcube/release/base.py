@@ -37,7 +37,6 @@ damage and casual edits, not someone who rewrites a table and recomputes every h
 
 from __future__ import annotations
 
-import datetime as _dt
 import hashlib
 import hmac
 import json
@@ -46,7 +45,7 @@ import os
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -56,6 +55,8 @@ from numpy.typing import NDArray
 
 from dpcube import registry
 from dpcube.errors import DPCubeError, QueryError, ReleaseError
+from dpcube.files import TEMP_PREFIX, write_atomic
+from dpcube.release.columns import column_numpy
 from dpcube.release.guarantee import guarantee_markdown
 from dpcube.release.marks import (
     file_key,
@@ -67,6 +68,7 @@ from dpcube.release.marks import (
     read_regular_file,
     written_sha256,
 )
+from dpcube.release.metadata import ReleaseMetadata, _library_version
 from dpcube.release.views import ReportPart
 from dpcube.schema import Box, BoxedQueries, BoxedQuery, Interval, Schema, has_set
 
@@ -86,58 +88,6 @@ MANIFEST_LIMIT = 256 << 20
 JOURNAL_LIMIT = 1 << 20
 #: The most bytes hashed of a file to see whether it carries dpcube's mark.
 OWNED_LIMIT = 1 << 40
-#: Prefix of every temporary file a save writes; the next save into the directory removes them.
-TEMP_PREFIX = ".dpcube-tmp-"
-
-
-def _library_version() -> str:
-    from dpcube.version import __version__
-
-    return __version__
-
-
-@dataclass
-class ReleaseMetadata:
-    """Provenance and guarantee of a release; written to the manifest."""
-
-    mechanism: str
-    params: dict[str, Any]
-    epsilon: float
-    delta: float | None
-    neighbour: str
-    sensitivity: dict[str, float] = field(default_factory=dict)
-    noise: dict[str, Any] = field(default_factory=dict)
-    seeded: bool = False
-    noiseless: bool = False
-    #: Whether the release was charged to a budget ledger (False: ``account=False``, or seeded).
-    accounted: bool = True
-    #: Exact figures of the data the mechanism treats as public, each declared by someone:
-    #: ``{"figure", "value", "declared_by", "how"}`` (e.g. the census number of groups G,
-    #: declared by the curator with ``--public-groups``). Nothing else exact is released.
-    declared_public: list[dict[str, Any]] = field(default_factory=list)
-    release_id: str = field(default_factory=lambda: os.urandom(16).hex())
-    created: str = field(
-        default_factory=lambda: _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
-    )
-    library_version: str = field(default_factory=_library_version)
-    #: Notes on the guarantee (privacy unit, warnings); never a figure computed from the data
-    #: (those go to :attr:`Release.curator_log`, which is not saved).
-    report: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def for_publication(self) -> bool:
-        """False when the noise was seeded (reproducible) or switched off, or nothing was charged."""
-        return not (self.seeded or self.noiseless) and self.accounted
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["for_publication"] = self.for_publication
-        return d
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ReleaseMetadata:
-        fields = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
-        return cls(**fields)
 
 
 def _jsonable(x: Any) -> Any:
@@ -152,37 +102,6 @@ def _jsonable(x: Any) -> Any:
     if isinstance(x, float) and not np.isfinite(x):
         return repr(x)
     return x
-
-
-def _umask() -> int:
-    """The process umask (read by setting and restoring it)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def write_atomic(path: Path, data: bytes, *, temp_tag: str | None = None) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same directory and a rename.
-
-    The file gets the permissions a plain ``open`` would give (``0o666`` less the umask), not the
-    ``0o600`` of :func:`tempfile.mkstemp`; the temporary name starts with :data:`TEMP_PREFIX`,
-    then ``temp_tag`` and a dash when given (:meth:`Release.save` passes the random token its
-    pending journal records, so the next save recognises a temporary file a crash left).
-    """
-    import tempfile  # here, not at the top: ``dpcube query`` writes nothing
-
-    prefix = f"{TEMP_PREFIX}{temp_tag}-" if temp_tag else TEMP_PREFIX
-    fd, tmp = tempfile.mkstemp(prefix=f"{prefix}{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fchmod(f.fileno(), 0o666 & ~_umask())
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _plain_file_name(directory: Path, name: Any, what: str) -> Path:
@@ -1095,37 +1014,6 @@ def read_parquet_bytes(data: bytes | bytearray) -> pa.Table:
         return fallback
 
 
-#: Arrow primitive type names whose numpy dtype has another name.
-_NUMPY_DTYPE = {"double": "float64", "float": "float32", "halffloat": "float16"}
-
-
-def column_numpy(table: pa.Table, column: str | int) -> NDArray[Any]:
-    """A numeric column of an Arrow table as a numpy array.
-
-    Read from the column's data buffer where it is a primitive type without nulls: pyarrow's own
-    ``to_numpy`` imports pandas (half a second of ``dpcube query``'s start-up).
-
-    >>> column_numpy(pa.table({"a": pa.array([1, 2, 3])}).slice(1), "a").tolist()
-    [2, 3]
-    """
-    array = table.column(column).combine_chunks()
-    name = str(array.type)
-    dtype = _NUMPY_DTYPE.get(name, name)
-    if (
-        array.null_count == 0
-        and (pa.types.is_integer(array.type) or pa.types.is_floating(array.type))
-        and len(array.buffers()) == 2
-    ):
-        np_dtype = np.dtype(dtype)
-        data = array.buffers()[1]
-        if data is None:
-            return np.zeros(0, dtype=np_dtype)
-        return np.frombuffer(
-            data, dtype=np_dtype, count=len(array), offset=array.offset * np_dtype.itemsize
-        ).copy()
-    return np.asarray(array.to_numpy(zero_copy_only=False))
-
-
 def box_sizes(boxes: NDArray[np.int64]) -> NDArray[np.int64]:
     """Number of cells in each box of a (q, axes, 2) array."""
     return np.prod(boxes[:, :, 1] - boxes[:, :, 0] + 1, axis=1)
@@ -1143,5 +1031,4 @@ __all__ = [
     "load_release",
     "publication_warning",
     "read_parquet_bytes",
-    "write_atomic",
 ]

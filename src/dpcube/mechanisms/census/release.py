@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -18,7 +18,13 @@ from numpy.typing import NDArray
 from dpcube.errors import QueryError, ReleaseError
 from dpcube.mechanisms.census.hierarchy import RegionHierarchy
 from dpcube.release.base import Release, ReleaseMetadata, SetParts, column_numpy
-from dpcube.release.views import ReportPart
+from dpcube.release.views import (
+    ReportBars,
+    ReportChoice,
+    ReportPart,
+    ReportSection,
+    ReportTable,
+)
 
 if TYPE_CHECKING:
     from dpcube.release.uncertainty import BootstrapWorld
@@ -118,17 +124,7 @@ class CensusRelease(Release):
     @property
     def table(self) -> Any:
         """pandas DataFrame of (region, level, size, count) for every region and size."""
-        import pandas as pd
-
-        h, k = self.hierarchy, self.max_size
-        return pd.DataFrame(
-            {
-                "region": np.repeat(np.asarray(h.names, dtype=object), k),
-                "level": np.repeat(h.level, k),
-                "size": np.tile(np.arange(1, k + 1), h.size),
-                "count": self.values.ravel(),
-            }
-        )
+        return self.hierarchy.sizes_frame(self.values)
 
     def _box(self, query: Mapping[str, Any]) -> tuple[int, int, int]:
         extra = set(query) - {"region", "size"}
@@ -427,8 +423,85 @@ class CensusRelease(Release):
             }
         }
 
+    #: Most level-2 regions listed in the report (its table of the nation and the list of the
+    #: regions to drill down into); ``dpcube export`` has them all.
+    REPORT_REGIONS: ClassVar[int] = 60
+
     def report_parts(self, max_rows: int) -> tuple[ReportPart, ...]:
-        return ("census",)
+        """Group sizes by region: a bar chart of the nation's groups by size; a table of the
+        nation and its level-2 regions (the first :attr:`REPORT_REGIONS`), sizes as columns; and
+        one region drilled down (itself and its first ``max_rows`` sub-regions), chosen from a
+        list."""
+        h, k = self.hierarchy, self.max_size
+        size_names = [str(s) for s in range(1, k)] + [f"{k}+" if self.top_coded else str(k)]
+        sizes: list[Any] = [*range(1, k + 1), [1, k]]
+        headers = (*[f"size {s}" for s in size_names], "all sizes")
+        parent, level = np.asarray(h.parent), np.asarray(h.level)
+        states = np.flatnonzero(level == 2)
+        shown = [int(s) for s in states[: self.REPORT_REGIONS]]
+
+        def by_size(ident: str, heading: str, regions: list[int], note: str | None) -> ReportTable:
+            return ReportTable(
+                ident=ident,
+                heading=heading,
+                labels={"region": [h.names[r] for r in regions]},
+                queries=[{"region": h.names[r], "size": size} for r in regions for size in sizes],
+                note=note,
+                value_headers=headers,
+            )
+
+        nation = h.names[0]
+        listed = (
+            f"The first {len(shown)} of {len(states):,} level-2 regions are listed (dpcube "
+            "export has them all)."
+        )
+        tables: list[ReportTable | ReportChoice] = [
+            by_size(
+                "table-census-nation",
+                f"{nation} and its {len(states):,} regions of level 2",
+                [0, *shown],
+                listed if len(states) > len(shown) else None,
+            )
+        ]
+        choices = []
+        for i, s in enumerate(r for r in shown if (parent == r).any()):
+            children = np.flatnonzero(parent == s)
+            kids = [int(c) for c in children[:max_rows]]
+            more = f"The first {len(kids)} of {len(children):,} sub-regions."
+            table = by_size(
+                f"table-census-state-{i}",
+                "",
+                [s, *kids],
+                more if len(children) > len(kids) else None,
+            )
+            choices.append((h.names[s], table))
+        if choices:
+            tables.append(
+                ReportChoice(
+                    ident="census-state",
+                    heading="One region, drilled down",
+                    label="Region:",
+                    choices=tuple(choices),
+                )
+            )
+        levels = ", ".join(f"level {i + 1}: {n:,}" for i, n in enumerate(h.level_sizes))
+        bars = ReportBars(
+            ident="fig-census-nation",
+            title=f"Groups by size: {nation}",
+            labels=size_names,
+            queries=[{"region": nation, "size": size} for size in range(1, k + 1)],
+            xlabel=f"group size ({self.size_label})",
+            ylabel="released groups",
+        )
+        section = ReportSection(
+            ident="census",
+            title="Group sizes by region",
+            note=f"Released number of groups of each size per region ({levels} regions). "
+            "Cells: estimate [interval].",
+            charts=(bars,),
+            tables=tuple(tables),
+        )
+        return (section,)
 
     def tables(self) -> dict[str, pa.Table]:
         h, k = self.hierarchy, self.max_size

@@ -196,17 +196,7 @@ class GroupSizeTable:
 
     def to_frame(self) -> Any:
         """Long table (region, level, size, count) of every region and size."""
-        import pandas as pd
-
-        h, k = self.hierarchy, self.max_size
-        return pd.DataFrame(
-            {
-                "region": np.repeat(np.asarray(h.names, dtype=object), k),
-                "level": np.repeat(h.level, k),
-                "size": np.tile(np.arange(1, k + 1), h.size),
-                "count": self.counts.ravel(),
-            }
-        )
+        return self.hierarchy.sizes_frame(self.counts)
 
 
 def group_sizes(
