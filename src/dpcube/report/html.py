@@ -68,23 +68,44 @@ code {{ background: #f5f5f5; padding: 0 .2em; }}
 }}
 """
 
-#: Redraws every Plotly figure at the printed width before printing (a figure laid out for a
-#: wider screen would otherwise run off the paper), and at the screen's width after.
-PRINT_SCRIPT = """
+#: Width, in CSS pixels, of the printed figures: the printable width of the narrower paper
+#: (A4: 680 px), so that they fit on either without the browser shrinking the whole page.
+PRINT_FIGURE_WIDTH_PX = math.floor(min(PAPER_WIDTH_PX.values()) - 2 * PRINT_MARGIN_MM * 96 / 25.4)
+
+#: Redraws every Plotly figure at :data:`PRINT_FIGURE_WIDTH_PX` as printing starts (a figure
+#: laid out for a wider screen would otherwise run off the paper, or make the browser shrink the
+#: whole page to fit it), and at the screen's width after. ``Plotly.relayout`` draws
+#: synchronously, before the page is printed (``Plotly.Plots.resize`` waits 100 ms first, too
+#: late); the width is fixed, as the browser may not have laid the page out for the paper yet.
+PRINT_SCRIPT = (
+    """
 (function () {
-  function redraw() {
-    document.querySelectorAll('.plotly-graph-div').forEach(function (gd) {
-      if (window.Plotly && gd._fullLayout) { Plotly.Plots.resize(gd); }
+  var printing = false;
+  function figures() { return document.querySelectorAll('.plotly-graph-div'); }
+  function toPaper() {
+    if (printing || !window.Plotly) { return; }
+    printing = true;
+    figures().forEach(function (gd) {
+      var width = Math.min(PRINT_WIDTH, gd.getBoundingClientRect().width);
+      if (gd._fullLayout && width > 0) { Plotly.relayout(gd, {width: width}); }
     });
   }
-  window.addEventListener('beforeprint', redraw);
-  window.addEventListener('afterprint', redraw);
-  if (window.matchMedia) {
-    var print = window.matchMedia('print');
-    if (print.addEventListener) { print.addEventListener('change', redraw); }
+  function toScreen() {
+    if (!printing || !window.Plotly) { return; }
+    printing = false;
+    figures().forEach(function (gd) {
+      if (gd._fullLayout) { Plotly.relayout(gd, {width: null, autosize: true}); }
+    });
   }
+  var print = window.matchMedia ? window.matchMedia('print') : null;
+  if (print && print.addEventListener) {
+    print.addEventListener('change', function (e) { if (e.matches) { toPaper(); } else { toScreen(); } });
+  }
+  window.addEventListener('beforeprint', toPaper);
+  window.addEventListener('afterprint', toScreen);
 })();
 """
+).replace("PRINT_WIDTH", str(PRINT_FIGURE_WIDTH_PX))
 
 #: Shown on every Plotly figure: no link to Plotly's site, no cloud editing.
 PLOTLY_CONFIG = {
@@ -259,6 +280,7 @@ __all__ = [
     "PAPER_WIDTH_PX",
     "PLOTLY_END",
     "PLOTLY_START",
+    "PRINT_FIGURE_WIDTH_PX",
     "PRINT_MARGIN_MM",
     "SCROLL_CLASS",
     "TABLE_CLASS",
