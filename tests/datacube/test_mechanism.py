@@ -57,7 +57,7 @@ def zeros(schema: Schema) -> Histogram:
 # -- the sensitivity of s cuboids (Sec. 3) ---------------------------------------------------------
 @given(st.lists(st.integers(1, 4), min_size=1, max_size=4), st.data())
 @settings(max_examples=40, deadline=None)
-def test_t3_sensitivity_of_s_cuboids(cards: list[int], data: st.DataObject) -> None:
+def test_sensitivity_of_s_cuboids(cards: list[int], data: st.DataObject) -> None:
     lat = Lattice(tuple(cards))
     masks = data.draw(st.lists(st.integers(0, lat.base), min_size=1, max_size=6, unique=True))
     rng = np.random.default_rng(data.draw(st.integers(0, 1000)))
@@ -90,7 +90,7 @@ def test_declared_sensitivity_and_scale_per_neighbour() -> None:
 
 # -- Monte-Carlo noise calibration and variances (Sec. 3, Thm. 10) ---------------------------------
 @pytest.mark.parametrize("consistency", [None, "l2"])
-def test_t4_t19_monte_carlo_variances_match_exact(consistency: str | None) -> None:
+def test_monte_carlo_variances_match_exact(consistency: str | None) -> None:
     """Per-cell variance of every released cuboid over R releases of the zero table vs the exact
     value. The sample variance of n independent draws has relative s.e. <= sqrt((kurtosis - 1) / n),
     kurtosis <= 6 (Laplace; sums of Laplace have less), and we allow 5 s.e. Without consistency the
@@ -350,7 +350,7 @@ def test_cli_release_and_query(tmp_path: Path) -> None:
 
 
 # -- On the real data: DuckDB counting of Adult, and data independence of the errors ---------------
-def test_t21_adult_errors_do_not_depend_on_the_data(data_dir: Path) -> None:
+def test_adult_errors_do_not_depend_on_the_data(data_dir: Path) -> None:
     cards = json.loads((data_dir / "adult" / "adult-domain.json").read_text())
     dims = ADULT_DIMS[:5]
     schema = Schema.from_dict(
@@ -408,7 +408,7 @@ def test_bench_exp_v_cardinality_two(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("consistency", ["linf", "l1"])
-def test_t25_lp_error_bound(consistency: str) -> None:
+def test_lp_error_bound(consistency: str) -> None:
     """Theorems 8-9: sum over E_pre of |ĉ - c| <= (|E_pre| |L_pre| / eps) * eta with probability
     >= 1 - delta; eta = 2 ln(|E_pre| / delta) with delta = 1e-4 (Theorem 8's form; Theorem 9's
     delta for the same eta is far smaller), so 20 seeded runs all satisfy it except with

@@ -58,7 +58,7 @@ def brute_force_opt(lat: Lattice, published: list[int]) -> Fraction:
 
 
 # -- magnification (Sec. 3, eq. (2)) ---------------------------------------------------------------
-def test_t1_mag_values() -> None:
+def test_mag_values() -> None:
     expected = {
         ("C011", "C111"): 2, ("C110", "C111"): 5, ("C101", "C111"): 7, ("C010", "C111"): 10,
         ("C001", "C111"): 14, ("C100", "C111"): 35, ("C000", "C111"): 70, ("C000", "C110"): 14,
@@ -74,7 +74,7 @@ def test_t1_mag_values() -> None:
 
 @given(st.lists(st.integers(1, 6), min_size=1, max_size=6), st.data())
 @settings(max_examples=60, deadline=None)
-def test_t1_mag_multiplicative_on_chains(cards: list[int], data: st.DataObject) -> None:
+def test_mag_multiplicative_on_chains(cards: list[int], data: st.DataObject) -> None:
     lat = Lattice(tuple(cards))
     c3 = data.draw(st.integers(0, lat.base))
     c2 = data.draw(st.integers(0, lat.base)) & c3
@@ -89,7 +89,7 @@ def kpart_variances(sources: list[int]) -> dict[str, Fraction]:
     return {EX21.label(m): out[m][0] for m in L_ALL}
 
 
-def test_t2_example_3_1() -> None:
+def test_example_3_1() -> None:
     assert set(kpart_variances(L_ALL).values()) == {128}
     base = kpart_variances([EX21.base])
     assert base == {
@@ -104,7 +104,7 @@ def test_t2_example_3_1() -> None:
 
 @given(st.lists(st.integers(1, 5), min_size=1, max_size=6), st.data())
 @settings(max_examples=60, deadline=None)
-def test_t5_levelwise_equals_direct_min(cards: list[int], data: st.DataObject) -> None:
+def test_levelwise_equals_direct_min(cards: list[int], data: st.DataObject) -> None:
     lat = Lattice(tuple(cards))
     sources = data.draw(st.lists(st.integers(0, lat.base), min_size=1, max_size=6, unique=True))
     wanted = [c for c in range(1 << lat.d) if lat.computable(c, sources)]
@@ -117,7 +117,7 @@ def test_t5_levelwise_equals_direct_min(cards: list[int], data: st.DataObject) -
 
 
 # -- Algorithm 1 (BMax, Sec. 4.1) ------------------------------------------------------------------
-def test_t6_example_4_1() -> None:
+def test_example_4_1() -> None:
     cov = Coverage(EX21, L_ALL)
     assert labels(feasible(cov, Fraction(80), 2) or ()) == {"C111", "C101"}
     m = cov.threshold(Fraction(80), 2)
@@ -145,7 +145,7 @@ def test_t6_example_4_1() -> None:
     assert brute_force_opt(EX21, L_ALL) == 64
 
 
-def test_t7_partial_lattices() -> None:
+def test_partial_lattices() -> None:
     two = EX21.level(2)
     sel = bound_max_variance(EX21, two)
     assert sel.theta_star_u == Fraction(14.0625) and sel.bound_u == 14
@@ -159,7 +159,7 @@ def test_t7_partial_lattices() -> None:
 
 @given(st.lists(st.integers(2, 8), min_size=1, max_size=3), st.data())
 @settings(max_examples=12, deadline=None)
-def test_t8_guarantees_against_brute_force(cards: list[int], data: st.DataObject) -> None:
+def test_guarantees_against_brute_force(cards: list[int], data: st.DataObject) -> None:
     lat = Lattice(tuple(cards))
     published = data.draw(
         st.lists(st.integers(0, lat.base), min_size=1, max_size=1 << lat.d, unique=True)
@@ -171,7 +171,7 @@ def test_t8_guarantees_against_brute_force(cards: list[int], data: st.DataObject
     assert opt <= sel.bound_u <= (math.log(len(published)) + 1) ** 2 * opt
 
 
-def test_t9_selection_independent_of_epsilon() -> None:
+def test_selection_independent_of_epsilon() -> None:
     from dpcube.mechanisms.datacube import DataCube
     from dpcube.schema import Schema
 
@@ -187,7 +187,7 @@ def test_t9_selection_independent_of_epsilon() -> None:
         assert len({p.bound_u for p in plans.values()}) == 1  # theta' * eps^2 is constant
 
 
-def test_t10_adult_structure() -> None:
+def test_adult_structure() -> None:
     sel = bound_max_variance(ADULT, list(range(256)))
     assert sel.theta_star_u == sel.bound_u == 32256 == 2 * 24**2 * 28
     assert len(sel.sources) == 24 and ADULT.base in sel.sources
@@ -196,7 +196,7 @@ def test_t10_adult_structure() -> None:
 
 
 # -- Algorithm 2 (PMost, Sec. 4.2) -----------------------------------------------------------------
-def test_t11_example_4_2() -> None:
+def test_example_4_2() -> None:
     cov = Coverage(EX21, L_ALL)
     counts = {}
     for s in range(1, 9):
@@ -210,7 +210,7 @@ def test_t11_example_4_2() -> None:
     assert v["C010"] == v["C000"] == 80
 
 
-def test_t12_t13_adult_publish_most() -> None:
+def test_adult_publish_most() -> None:
     bmax = bound_max_variance(ADULT, list(range(256)))
     full = publish_most(ADULT, list(range(256)), bmax.bound_u)
     assert full.info["precise"] == 256 and full.sources == bmax.sources
@@ -231,7 +231,7 @@ def test_t12_t13_adult_publish_most() -> None:
         assert weight >= (256 if 2 * 256**2 <= theta0 else 0)
 
 
-def test_t14_equal_weights_reproduce_unweighted() -> None:
+def test_equal_weights_reproduce_unweighted() -> None:
     plain = publish_most(ADULT, list(range(256)), Fraction(16128))
     weighted = publish_most(ADULT, list(range(256)), Fraction(16128), {c: 3.0 for c in range(256)})
     assert plain.sources == weighted.sources

@@ -23,7 +23,7 @@ def _levels(r) -> list[list[list[int]]]:
     return [lvl.reshape(-1, 2).tolist() for lvl in r.levels]
 
 
-def test_t23_structure_and_t24_incremental_error() -> None:
+def test_structure_and_t24_incremental_error() -> None:
     for dims in ((16,), (2, 2, 2, 2), (4, 4)):
         w = allrange(dims)
         r = lsa(w.gram.dense(), dims)
@@ -52,7 +52,7 @@ def _dense_rows(rows: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
     return out.reshape(len(rows), -1)
 
 
-def test_t23b_small_exact_runs() -> None:
+def test_small_exact_runs() -> None:
     r4 = lsa(allrange_gram_1d(4), (4,))
     assert _levels(r4) == [[[0, 1], [2, 3]], [[0, 0], [1, 2], [3, 3]]]
     assert (r4.levels_count, r4.rows_count, r4.distinct_count) == (3, 9, 7)
@@ -150,7 +150,7 @@ FIG1_BOXES = [
 ]
 
 
-def test_t25_example_4_1_allrange_512() -> None:
+def test_example_4_1_allrange_512() -> None:
     r = lsa(allrange_gram_1d(512), (512,))
     assert (r.levels_count, r.rows_count, r.distinct_count) == (33, 4746, 1931)
     bound = svdb(allrange((512,)).gram)
@@ -160,13 +160,13 @@ def test_t25_example_4_1_allrange_512() -> None:
     assert r.rejected is not None and len(r.rejected) == 98
 
 
-def test_t26_allrange_64() -> None:
+def test_allrange_64() -> None:
     r = lsa(allrange_gram_1d(64), (64,))
     assert r.error / svdb(allrange((64,)).gram) == pytest.approx(1.0796, abs=0.002)
     assert (r.levels_count, r.rows_count, r.distinct_count) == (16, 405, 187)
 
 
-def test_t27_small_multi_dimensional() -> None:
+def test_small_multi_dimensional() -> None:
     w = allrange((2, 2, 2, 2))
     r = lsa(w.gram.dense(), w.dims)
     assert (r.levels_count, r.rows_count, r.distinct_count) == (5, 52, 36)
@@ -210,7 +210,7 @@ def _kronecker_ratios(dims: tuple[int, ...]) -> tuple[float, float]:
 SPEC_32X32_TRAJECTORY = {56: 1.110, 65: 1.098, 75: 1.0885}
 
 
-def test_t27_allrange_32x32() -> None:
+def test_allrange_32x32() -> None:
     w = allrange((32, 32))
     bound = svdb(w.gram)
     r = lsa(w.gram.dense(), w.dims)
@@ -233,7 +233,7 @@ def test_t27_allrange_32x32() -> None:
     assert ratios[-1] < kron_y / 1.5
 
 
-def test_t27_allrange_16x8x8() -> None:
+def test_allrange_16x8x8() -> None:
     w = allrange((16, 8, 8))
     bound = svdb(w.gram)
     assert bound == pytest.approx(2.535404e6, rel=1e-6)
@@ -249,7 +249,7 @@ def test_t27_allrange_16x8x8() -> None:
     assert ratio < kron_y / 1.5
 
 
-def test_t28_never_worse_than_identity_and_above_bound() -> None:
+def test_never_worse_than_identity_and_above_bound() -> None:
     for seed, dims in enumerate(((16,), (32,), (4, 4), (6, 5))):
         w = random_ranges(30, dims, seed=seed)
         r = lsa(w.gram.dense(), dims)
@@ -259,7 +259,7 @@ def test_t28_never_worse_than_identity_and_above_bound() -> None:
         assert r.error >= svdb(w.gram) * (1 - 1e-9)
 
 
-def test_t29_equivalent_workloads_give_identical_output() -> None:
+def test_equivalent_workloads_give_identical_output() -> None:
     w = random_ranges(40, (16,), seed=3)
     rows = w.rows.dense()
     perm = rows[np.random.default_rng(0).permutation(len(rows))]
@@ -274,7 +274,7 @@ def test_t29_equivalent_workloads_give_identical_output() -> None:
     assert r_dup.error == pytest.approx(r_merged.error, rel=1e-12)
 
 
-def test_t30_level_bound_semantics() -> None:
+def test_level_bound_semantics() -> None:
     g = allrange_gram_1d(32)
     full = lsa(g, (32,))
     assert lsa(g, (32,), k=1).levels == []
@@ -288,7 +288,7 @@ def test_t30_level_bound_semantics() -> None:
         assert part.errors == pytest.approx(full.errors[:k], rel=1e-12)
 
 
-def test_t31_allpredicate_8() -> None:
+def test_allpredicate_8() -> None:
     g = allpredicate(8).gram
     r = lsa(g.dense(), (8,))
     assert 800 * (1 - 1e-9) <= r.error <= 1024 * (1 + 1e-12)
@@ -305,7 +305,7 @@ def test_ablation_modes_are_valid_strategies() -> None:
         assert bound <= r.error <= 16 * 17 * 18 / 6
 
 
-def test_t26_allrange_1024() -> None:
+def test_allrange_1024() -> None:
     r = lsa(allrange_gram_1d(1024), (1024,))
     ratio = r.error / svdb(allrange((1024,)).gram)
     assert 1.25 <= ratio <= 1.28

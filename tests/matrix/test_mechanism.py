@@ -48,7 +48,7 @@ def _monte_carlo(noisy_fn, a: np.ndarray, x: np.ndarray, w: np.ndarray) -> tuple
     return float(np.mean(np.sum(err**2, axis=0))), xhat
 
 
-def test_t6_monte_carlo_gaussian_and_laplace() -> None:
+def test_monte_carlo_gaussian_and_laplace() -> None:
     a = hierarchical(8).operator.dense()
     w = allrange_rows_1d(8)
     g = Explicit(w.T @ w)

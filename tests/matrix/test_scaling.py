@@ -25,7 +25,7 @@ SEPARATION_RATIO = {4: 1.029, 8: 1.039, 16: 1.038, 32: 1.045}
 
 
 @pytest.mark.parametrize("d", [4, 8, 16, 32])
-def test_t33_separation(d: int) -> None:
+def test_separation(d: int) -> None:
     w = marginal_ranges((d, d))
     bound = svdb(w.gram)
     assert bound == pytest.approx(SEPARATION_SVDB[d], rel=1e-4)
@@ -54,7 +54,7 @@ def _check_generalized(w, r) -> float:
 
 
 @pytest.mark.parametrize(("n", "blocks"), [(64, 4), (256, 8), (1024, 8)])
-def test_t34_generalization(n: int, blocks: int) -> None:
+def test_generalization(n: int, blocks: int) -> None:
     w = random_ranges(min(2000, n * (n + 1) // 10), (n,), seed=1, bias="extremes")
     assert generalization_blocks(n) == blocks
     r = generalized_lsa(w.gram.dense(), n)
@@ -82,7 +82,7 @@ def _complexity(sample_dims: tuple[int, ...], m: int, bias: str | None) -> float
 
 
 @pytest.mark.parametrize("dims", [(1024,), (32, 32), (16, 8, 8)])
-def test_t35_sampling(dims: tuple[int, ...]) -> None:
+def test_sampling(dims: tuple[int, ...]) -> None:
     uniform = _complexity(dims, 10_000, None)
     assert 0.97 <= uniform <= 1.0 + 1e-9
     assert _complexity(dims, 1000, "extremes") < _complexity(dims, 1000, None)

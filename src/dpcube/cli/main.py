@@ -136,6 +136,10 @@ def cmd_release(args: argparse.Namespace) -> int:
     if schema is not None and args.mechanism in mechanism_flags.PLANS_FROM_SCHEMA:
         cast(Any, mechanism).choose(schema)  # plan now, before any data is read or counted
     mechanism_flags.check_input_flags(args, args.mechanism)
+    if args.integer:
+        why = mechanism.integer_unavailable(schema)
+        if why is not None:
+            raise UsageError(f"--integer cannot apply to this release: {why} (nothing was charged)")
     # Printed once the release succeeded, so that a refused command stays one error line.
     note = (
         f"note: {args.mechanism} draws Laplace noise here (pure epsilon-DP): --delta "
@@ -162,6 +166,9 @@ def cmd_release(args: argparse.Namespace) -> int:
             release = mechanism.release(
                 data, random_state=args.seed, ledger=ledger, requested_total=requested
             )
+        if args.integer:
+            with progress.step("making the tables whole and consistent (no budget spent)"):
+                release = release.to_integer()
         bootstrap_note = _store_bootstrap(release, args.bootstrap_runs, args.seed)
         out = release.save(args.out, overwrite=args.overwrite)
     except (Exception, KeyboardInterrupt) as exc:
@@ -645,6 +652,14 @@ def _add_release(sub: Any, with_domains: bool = True) -> None:
         help="for releases whose error is a bootstrap (spatial trees, census, non-linear cubes): "
         "store N replicates with the release so that queries answer without re-running the "
         "mechanism (default 100; 0 stores none; at most 5000; post-processing, no budget spent)",
+    )
+    p.add_argument(
+        "--integer",
+        action="store_true",
+        help="publish non-negative whole numbers that stay consistent (every cuboid sums to its "
+        "parents, every region to its children, every total to its parts): TopDown's "
+        "non-negative fit and controlled rounding of the release (post-processing, no budget "
+        "spent; the manifest records how)",
     )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument(

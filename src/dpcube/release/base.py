@@ -623,6 +623,21 @@ class Release(ABC):
         it takes more than ``max_bytes``; the default keeps nothing."""
         return None
 
+    # -- whole numbers (dpcube.release.integer) ------------------------------------------------
+    @property
+    def integer_unavailable(self) -> str | None:
+        """Why :meth:`to_integer` cannot make this release whole, None where it can. The
+        default: this kind has no integer post-processing; each kind that has one overrides
+        both."""
+        return f"a {self.kind!r} release has no whole-number post-processing"
+
+    def to_integer(self) -> Release:
+        """A new release of this kind whose figures are non-negative whole numbers, every
+        released aggregate the sum of its parts (:mod:`dpcube.release.integer`: TopDown's
+        non-negative fit and controlled rounding). Post-processing of the released figures:
+        nothing is charged. The default refuses with :attr:`integer_unavailable`."""
+        raise ReleaseError(f"no whole-number release: {self.integer_unavailable}")
+
     # -- uncertainty and labelled tables (dpcube.release.uncertainty, dpcube.release.tables) ---
     def uncertainty(
         self,

@@ -356,6 +356,7 @@ class CensusRelease(Release):
         aggregated up the hierarchy, are the truth; each replicate re-runs the whole mechanism
         (noise, then its consistency/integrality post-processing) on that table."""
         from dpcube.mechanisms.census.table import GroupSizeTable
+        from dpcube.release.integer import is_integer
         from dpcube.release.uncertainty import BootstrapWorld, rebuild_mechanism, rerun
 
         h = self.hierarchy
@@ -366,7 +367,68 @@ class CensusRelease(Release):
         truth = CensusRelease(
             self.metadata, h, table.counts, table.groups, top_coded=self.top_coded
         )
+        if is_integer(self.metadata):
+            return BootstrapWorld(truth, lambda rng: rerun(mechanism, table, rng).to_integer())
         return BootstrapWorld(truth, lambda rng: rerun(mechanism, table, rng))
+
+    @property
+    def integer_unavailable(self) -> str | None:
+        """None: every census release can be made whole (:meth:`to_integer`)."""
+        return None
+
+    def is_whole_and_consistent(self) -> bool:
+        """Whether the released counts are non-negative whole numbers, every region's row the
+        sum of its children's rows, and the root's groups summing to G."""
+        h = self.hierarchy
+        leaves = self.values[h.leaves]
+        return bool(
+            np.all(self.values >= 0)
+            and np.array_equal(h.aggregate(leaves), self.values)
+            and int(self.values[0].sum()) == self.groups
+        )
+
+    def to_integer(self) -> CensusRelease:
+        """The group-size counts as non-negative whole numbers, each region the sum of its
+        children and the root summing to the public G (:func:`dpcube.release.integer.\
+topdown_hierarchy`: TopDown from the root). Every census method already releases such a
+        table (its own consistency and integrality post-processing): the counts are then kept as
+        they are, and the manifest records that they were checked. The noisy measurements stay
+        with the release, so its ``bound`` intervals (from the measurements, widened to hold the
+        answer) stay valid; the bootstrap makes each replicate whole the same way.
+        Post-processing: nothing is charged."""
+        from dpcube.release.integer import integer_metadata, is_integer, topdown_hierarchy
+
+        if is_integer(self.metadata):
+            return self
+        h = self.hierarchy
+        if self.is_whole_and_consistent():
+            values = self.values.copy()
+            steps = [
+                "checked: the counts are already non-negative whole numbers, every region the "
+                "sum of its children, the root summing to G (the mechanism's own "
+                "post-processing); kept unchanged"
+            ]
+        else:
+            values = topdown_hierarchy(self.values, h.parent, h.level, root_total=self.groups)
+            steps = [
+                "root: projected onto the non-negative rows summing to G and rounded under G",
+                "each level: per size, the children projected onto the non-negative figures "
+                "summing to their parent's whole figure, rounded under it (largest remainders)",
+            ]
+        metadata = integer_metadata(
+            self.metadata,
+            steps=steps,
+            intervals="bound intervals from the noisy measurements, widened to hold the answer",
+        )
+        return CensusRelease(
+            metadata,
+            h,
+            values,
+            self.groups,
+            private=self.private,
+            top_coded=self.top_coded,
+            measurements=self.measurements,
+        )
 
     def table_cells(
         self, attributes: Sequence[str] | None = None, where: Mapping[str, Any] | None = None
