@@ -56,6 +56,8 @@ def plain_value(value: Any, most: int = MOST_LISTED) -> str:
     ('a: 1.5, b: none', '0.25, 0.25', 'yes')
     >>> plain_value([["sex", "age"], ["income"]])
     '(sex, age); (income)'
+    >>> plain_value(["fit: a, b", "round"])
+    'fit: a, b; round'
     >>> plain_value(list(range(20)), most=3)
     '0, 1, 2, ... (20 values in all; manifest.json lists them)'
     >>> plain_value(31.83385287773731), plain_value(float("inf"))
@@ -84,7 +86,8 @@ def plain_value(value: Any, most: int = MOST_LISTED) -> str:
             else plain_value(v, most)
             for v in items[:most]
         ]
-        text = ("; " if nested else ", ").join(shown) or "none"
+        phrases = any(isinstance(v, str) and ", " in v for v in items)  # sentences, not names
+        text = ("; " if nested or phrases else ", ").join(shown) or "none"
         if len(items) > most:
             text += f", ... ({len(items)} values in all; manifest.json lists them)"
         return text
