@@ -57,6 +57,7 @@ from dpcube import registry
 from dpcube.errors import DPCubeError, QueryError, ReleaseError
 from dpcube.files import TEMP_PREFIX, write_atomic
 from dpcube.release.columns import column_numpy
+from dpcube.release.guarantee import guarantee_markdown
 from dpcube.release.marks import (
     file_key,
     file_sha256,
@@ -810,30 +811,24 @@ class Release(ABC):
         """Rebuild a release from what :meth:`save` wrote."""
 
     def report_lines(self) -> list[str]:
-        """Lines of the human-readable report (subclasses add their own)."""
+        """Lines of the human-readable report: the guarantee in sentences and small tables,
+        then notes on the release (subclasses add their own ``- ...`` lines)."""
         m = self.metadata
         lines = [
             f"# dpcube release {m.release_id}",
             "",
-            f"- mechanism: `{m.mechanism}` {json.dumps(_jsonable(m.params))}",
-            f"- privacy: epsilon = {m.epsilon}"
-            + (f", delta = {m.delta}" if m.delta else "")
+            f"- mechanism: `{m.mechanism}`",
+            f"- privacy: epsilon = {m.epsilon:g}"
+            + (f", delta = {m.delta:g}" if m.delta else "")
             + f", neighbour = {m.neighbour}",
-            f"- sensitivity: {json.dumps(_jsonable(m.sensitivity))}",
-            f"- noise: {json.dumps(_jsonable(m.noise))}",
             f"- created: {m.created} with dpcube {m.library_version}",
             f"- HTML report: {REPORT_HTML} (`dpcube report <this directory>` writes it)",
         ]
         if not m.for_publication:
             why = "noise switched off" if m.noiseless else "seeded randomness"
             lines.append(f"- **NOT FOR PUBLICATION** ({why}: the noise is reproducible)")
-        for figure in m.declared_public:
-            lines.append(
-                f"- declared public: {figure.get('figure')} = {figure.get('value')} "
-                f"(declared by the {figure.get('declared_by')}: {figure.get('how')})"
-            )
-        for key, value in m.report.items():
-            lines.append(f"- {key}: {json.dumps(_jsonable(value))}")
+        lines += ["", *guarantee_markdown(m, publication_warning(m))]
+        lines += ["## This release", "", f"- release kind: {self.kind}"]
         return lines
 
     def save(self, directory: str | os.PathLike[str], *, overwrite: bool = False) -> Path:

@@ -14,7 +14,6 @@ said on the page (:data:`MAX_BARS`, :data:`MAX_HEAT_CELLS`, :data:`MAX_PAIRS`, :
 from __future__ import annotations
 
 import itertools
-import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from numpy.typing import NDArray
 
 from dpcube.errors import DPCubeError
 from dpcube.release.base import Release, publication_warning
+from dpcube.release.guarantee import NEIGHBOURS, guarantee_sentences, guarantee_tables, plain_value
 from dpcube.release.uncertainty import DEFAULT_RUNS, Uncertainty
 from dpcube.release.views import (
     ReportBars,
@@ -35,7 +35,7 @@ from dpcube.release.views import (
     ReportTable,
 )
 from dpcube.report import figures
-from dpcube.report.html import esc, figure, slug, table, with_interval
+from dpcube.report.html import esc, figure, key_value_table, slug, table, with_interval
 from dpcube.schema import BoxedQuery, Nominal, Ordinal, Spatial
 
 #: Bootstrap replicates of ``dpcube report`` (``dpcube query`` uses 200): every figure's
@@ -57,6 +57,8 @@ MAX_HEAT_CELLS = 10_000
 MAX_PAIRS = 10
 #: Most display rows/columns of a spatial heat map; a finer grid is shown in blocks of cells.
 MAX_GRID = 100
+#: Most height, in CSS pixels, of a map (a tall area): with its heading it fits on a printed page.
+MAP_MAX_HEIGHT = 760
 #: Most leaf rectangles outlined on a spatial heat map (the largest ones).
 MAX_OUTLINED = 1500
 #: Most rows of a table (cuboid, leaves); the rest is in ``dpcube export``.
@@ -170,19 +172,11 @@ def uncertainty_caption(u: Uncertainty) -> str:
 
 # -- the guarantee ----------------------------------------------------------------------------
 
-NEIGHBOURS = {
-    "add_remove": "add/remove one record (unbounded DP): the data sets differ by one record",
-    "replace": "replace one record (bounded DP): one record's value changes; the number of "
-    "records is public",
-}
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, default=str, sort_keys=True)
-
 
 def guarantee_section(release: Release, options: ReportOptions, kind_reason: str) -> str:
-    """What was released and under which guarantee (the manifest's metadata, nothing else)."""
+    """What was released and under which guarantee (the manifest's metadata, nothing else): a
+    banner, the guarantee in sentences, a summary table and the small tables of the mechanism's
+    parameters, sensitivities, noise and notes (:mod:`dpcube.release.guarantee`; no JSON)."""
     m = release.metadata
     warning = publication_warning(m)
     if warning:
@@ -192,20 +186,16 @@ def guarantee_section(release: Release, options: ReportOptions, kind_reason: str
             '<div class="banner publish" id="publication">For publication: noise from the '
             "operating system's entropy, charged once to the data set's budget ledger.</div>"
         )
-    notes = {k: v for k, v in m.report.items() if k != "plan"}
     rows: list[tuple[str, str]] = [
         ("release id", f"<code>{esc(m.release_id)}</code>"),
         ("created", esc(m.created)),
         ("dpcube version", esc(m.library_version)),
         ("release kind", esc(release.kind)),
         ("mechanism", f"<code>{esc(m.mechanism)}</code>"),
-        ("parameters", f"<code>{esc(_json(m.params))}</code>"),
         ("epsilon", esc(f"{m.epsilon:g}")),
         ("delta", esc("0 (pure epsilon-DP)" if not m.delta else f"{m.delta:g}")),
         ("neighbour", esc(f"{m.neighbour}: {NEIGHBOURS.get(m.neighbour, '')}".rstrip(": "))),
         ("privacy unit", esc(_unit_words(m.privacy_unit))),
-        ("sensitivity", f"<code>{esc(_json(m.sensitivity))}</code>"),
-        ("noise", f"<code>{esc(_json(m.noise))}</code>"),
         ("for publication", esc("yes" if m.for_publication else f"NO ({warning})")),
         ("error estimates", esc(f"{kind_reason}; intervals at level {options.level:g}")),
     ]
@@ -213,17 +203,24 @@ def guarantee_section(release: Release, options: ReportOptions, kind_reason: str
         (
             "declared public",
             esc(
-                f"{d.get('figure')} = {d.get('value')} (declared by the {d.get('declared_by')}: "
-                f"{d.get('how')})"
+                f"{d.get('figure')} = {plain_value(d.get('value'))} (declared by the "
+                f"{d.get('declared_by')}: {d.get('how')})"
             ),
         )
         for d in m.declared_public
     ]
-    rows += [(str(k), f"<code>{esc(_json(v))}</code>") for k, v in notes.items()]
-    body = "".join(f"<tr><th>{esc(k)}</th><td>{v}</td></tr>" for k, v in rows)
+    sentences = " ".join(guarantee_sentences(m, warning))
+    details = "".join(
+        f"<h3>{esc(title)}</h3>"
+        + key_value_table(
+            f"table-guarantee-{slug(title.lower())}", [(esc(k), esc(v)) for k, v in items]
+        )
+        for title, items in guarantee_tables(m)
+    )
     return (
         '<section id="guarantee"><h2>What was released, under which guarantee</h2>'
-        f'{banner}<table class="guarantee" id="table-guarantee">{body}</table></section>\n'
+        f'{banner}<p id="guarantee-sentences">{esc(sentences)}</p>'
+        f"{key_value_table('table-guarantee', rows)}{details}</section>\n"
     )
 
 
@@ -388,6 +385,8 @@ class _Grid:
     row_label: str
     col_label: str
     query: Callable[[int, int, int, int], Any]
+    #: Rows are latitudes and columns longitudes, in degrees (a map, drawn to its true shape).
+    degrees: bool = False
 
 
 def _grid(release: Release) -> _Grid:
@@ -406,7 +405,7 @@ def _grid(release: Release) -> _Grid:
                 {start: (r0, r1), start + 1: (c0, c1)},
             )  # fmt: skip
 
-        return _Grid(lat, lon, "latitude", "longitude", query)
+        return _Grid(lat, lon, "latitude (degrees)", "longitude (degrees)", query, degrees=True)
     rows, cols = schema.attributes[:2]  # a leaf release over two ordinal axes
 
     def ordinal_query(r0: int, r1: int, c0: int, c1: int) -> Any:
@@ -458,12 +457,26 @@ def spatial_grid_figure(
     spec = figures.heat_map(
         col_edges, row_edges, u.answers.reshape(shape), u.lower.reshape(shape),
         u.upper.reshape(shape), xlabel=g.col_label, ylabel=g.row_label, categorical=False,
-        shapes=shapes, hover_label="released count",
+        shapes=shapes, hover_label="released count", degrees=g.degrees,
     )  # fmt: skip
+    height = 620
+    if g.degrees:
+        # about 700 px of plotting width on a screen, so the map's height follows its shape,
+        # within what fits on a printed page with its heading
+        aspect = figures.map_aspect(col_edges, row_edges)
+        height = int(min(MAP_MAX_HEIGHT, max(360, 700 / aspect + 100)))
+        note += (
+            f" Drawn to the area's shape: a degree of longitude is cos({_mid(row_edges):.2f}°) = "
+            f"{math.cos(math.radians(_mid(row_edges))):.3f} times as wide as a degree of latitude."
+        )
     return figure(
         "fig-spatial", "Released counts on the map", spec,
-        uncertainty_caption(u) + " Hover over a block for its interval." + note, height=620,
+        uncertainty_caption(u) + " Hover over a block for its interval." + note, height=height,
     )  # fmt: skip
+
+
+def _mid(edges: NDArray[np.float64]) -> float:
+    return float(edges[0] + edges[-1]) / 2.0
 
 
 def estimate_table(release: Release, spec: ReportTable, options: ReportOptions) -> str:
