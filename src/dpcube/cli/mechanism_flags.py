@@ -89,7 +89,7 @@ FLAGS: tuple[MechanismFlag, ...] = (
     ),
     MechanismFlag(
         "--workload",
-        ("matrix", "auto"),
+        ("matrix", "dawa", "auto"),
         "workload spec (allrange:1024, marginals:2:8x8, with the schema's grid allrange, "
         "prefix, marginals:K, upto:K; as dpcube plan) or JSON/CSV file",
         param="workload",
