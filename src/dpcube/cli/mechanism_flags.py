@@ -398,6 +398,7 @@ def _census(
 INPUTS: dict[str, str] = {
     "identity": "histogram",
     "matrix": "histogram",
+    "dawa": "histogram",
     "privelet": "histogram",
     "privelet-plus": "histogram",
     "auto": "histogram",

@@ -273,7 +273,7 @@ def bucket_strategy(
         from dpcube.mechanisms.matrix.optimize import optimized_strategy
 
         reduced = Workload("DAWA buckets", (buckets,), Explicit(gram()), 1)
-        return optimized_strategy(reduced)  # type: ignore[no-any-return]
+        return optimized_strategy(reduced)
     if requested in ("opt", "hierarchical") and buckets <= HIERARCHY_MAX_BUCKETS:
         return hierarchical(buckets)
     return identity(buckets)
