@@ -78,9 +78,10 @@ FloatArray = NDArray[np.float64]
 #: Largest grid on which the workload's Gram is made dense to reduce it to the buckets
 #: (``Eᵀ G E``): 4,096 cells is a 128 MiB matrix.
 MAX_WORKLOAD_CELLS = 4096
-#: Most buckets the optimised strategy is built for (the optimiser takes about 9 CPU s on 1,024
-#: buckets and grows about as k^2); above, the binary hierarchy.
-OPT_MAX_BUCKETS = 1024
+#: Most buckets the optimised strategy is built for: the optimiser takes about 0.7 CPU s on 256
+#: buckets and 9 s on 1,024 (it grows about as k^2), and the model-based intervals re-run the
+#: release hundreds of times; above, the binary hierarchy.
+OPT_MAX_BUCKETS = 256
 #: Most buckets measured by the binary hierarchy (its least squares is dense); above, the
 #: identity (each bucket count with its own noise).
 HIERARCHY_MAX_BUCKETS = 4096
@@ -261,15 +262,18 @@ def reduced_gram(gram_line: FloatArray, starts: IntArray) -> FloatArray:
 
 
 def bucket_strategy(
-    requested: str, buckets: int, gram: Callable[[], FloatArray] | None
+    requested: str,
+    buckets: int,
+    gram: Callable[[], FloatArray] | None,
+    max_opt_buckets: int = OPT_MAX_BUCKETS,
 ) -> Strategy:
     """The strategy measuring ``buckets`` bucket counts: ``opt`` (the matrix optimiser on the
-    reduced workload ``gram()``; needs the Gram and at most :data:`OPT_MAX_BUCKETS` buckets),
+    reduced workload ``gram()``; needs the Gram and at most ``max_opt_buckets`` buckets),
     ``hierarchical`` (binary; at most :data:`HIERARCHY_MAX_BUCKETS`) or ``identity``, each falling
     back to the next when it does not apply. Depends on the partition only (post-processing)."""
     if buckets == 1:
         return identity(1)
-    if requested == "opt" and gram is not None and buckets <= OPT_MAX_BUCKETS:
+    if requested == "opt" and gram is not None and buckets <= max_opt_buckets:
         from dpcube.mechanisms.matrix.optimize import optimized_strategy
 
         reduced = Workload("DAWA buckets", (buckets,), Explicit(gram()), 1)
@@ -353,6 +357,14 @@ class DAWA(Mechanism):
             "hierarchical, identity",
             choices=BUCKET_STRATEGIES,
         ),
+        ParamSpec(
+            "max_opt_buckets",
+            "int",
+            "most buckets the opt strategy is optimised for (about 0.7 CPU s at 256, 9 s at "
+            "1024); above, the binary hierarchy",
+            low=2,
+            high=HIERARCHY_MAX_BUCKETS,
+        ),
     )
 
     def __init__(
@@ -363,11 +375,13 @@ class DAWA(Mechanism):
         workload: Any = None,
         partition_share: float = 0.25,
         strategy: str = "opt",
+        max_opt_buckets: int = OPT_MAX_BUCKETS,
     ) -> None:
         super().__init__(epsilon, delta, neighbour)
         self.workload = workload
         self.partition_share = float(partition_share)
         self.strategy = strategy
+        self.max_opt_buckets = int(max_opt_buckets)
         self._workloads: dict[str, Workload] = {}
 
     def get_params(self) -> dict[str, Any]:
@@ -430,6 +444,7 @@ class DAWA(Mechanism):
                 self.strategy,
                 len(pairs),
                 None if gram is None else (lambda: reduced_gram(gram, pairs)),
+                self.max_opt_buckets,
             )
             op = strategy.operator
             c = part.bucket_counts(x).astype(np.float64)
@@ -534,7 +549,10 @@ class DAWA(Mechanism):
         # Stage 2: the buckets (epsilon_2), a strategy chosen from the partition alone.
         gram = self._line_gram(schema, order) if self.strategy == "opt" else None
         strategy = bucket_strategy(
-            self.strategy, k, None if gram is None else (lambda: reduced_gram(gram, starts))
+            self.strategy,
+            k,
+            None if gram is None else (lambda: reduced_gram(gram, starts)),
+            self.max_opt_buckets,
         )
         op = strategy.operator
         norm = op.l1_sensitivity()
