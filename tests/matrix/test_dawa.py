@@ -88,8 +88,8 @@ def test_stage_one_noise_is_calibrated_to_the_whole_vector(
 
     monkeypatch.setattr(dawa_module, "add_discrete_laplace", spy)
     n, eps1 = 16, 0.3
-    noisy_deviations(np.arange(n), eps1, "add_remove", resolve_random_state(0))
     whole = deviation_sensitivity(n)
+    noisy_deviations(np.arange(n), eps1, whole, resolve_random_state(0))
     assert [count for count, _ in seen] == [n // m for m in dyadic_levels(n)]
     for (_, scale), m in zip(seen, dyadic_levels(n), strict=True):
         assert scale == pytest.approx(m * whole / eps1)
@@ -306,3 +306,23 @@ def test_cli_release_with_a_workload_then_query(
     err = capsys.readouterr().err
     assert code == 2 and "nosuch" in err and "Traceback" not in err
     assert not (tmp_path / "bad").exists()
+
+
+def test_noise_scales_follow_the_declared_claims() -> None:
+    """Stage 1's scale is the declared deviation sensitivity over epsilon_1, twice as large under
+    replace; stage 2's is the strategy's column norm times the declared factor over epsilon_2."""
+    schema = one_axis(32)
+    hist = Histogram(schema, np.arange(32))
+    scales = {}
+    for neighbour in ("add_remove", "replace"):
+        mech = DAWA(1.0, neighbour=neighbour, strategy="identity")
+        r = mech.release(hist, random_state=0, account=False)
+        declared = {c.name: c.declared for c in mech.sensitivity_claims(schema)}
+        assert r.metadata.sensitivity == declared
+        first = next(iter(declared.values()))
+        assert r.metadata.noise["deviation_scale"] == pytest.approx(first / 0.25)
+        scales[neighbour] = (r.metadata.noise["deviation_scale"], r.metadata.noise["scale"])
+    assert scales["replace"][0] == pytest.approx(2 * scales["add_remove"][0])
+    # identity on the buckets: column norm 1; the snapped sampler enlarges the scale slightly
+    assert scales["add_remove"][1] == pytest.approx(1 / 0.75, rel=1e-3)
+    assert scales["replace"][1] == pytest.approx(2 / 0.75, rel=1e-3)

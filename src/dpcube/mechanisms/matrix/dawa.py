@@ -225,12 +225,12 @@ def best_partition(n: int, level_costs: Sequence[FloatArray], bucket_cost: float
 
 
 def noisy_deviations(
-    line: IntArray, epsilon_1: float, neighbour: str, source: RandomSource
+    line: IntArray, epsilon_1: float, sensitivity: float, source: RandomSource
 ) -> list[FloatArray]:
     """Stage 1's measurement: each level's deviations with discrete Laplace noise of scale
-    ``Delta_1 / epsilon_1`` (on the integers ``m dev``, scale ``m Delta_1 / epsilon_1``), clipped
-    at 0 (a deviation is never negative; post-processing)."""
-    sensitivity = deviation_sensitivity(len(line), neighbour)
+    ``sensitivity / epsilon_1`` (on the integers ``m dev``, scale ``m sensitivity / epsilon_1``),
+    clipped at 0 (a deviation is never negative; post-processing). ``sensitivity``: the L1
+    sensitivity of the whole vector (:func:`deviation_sensitivity`)."""
     out = []
     for scaled, m in zip(scaled_deviations(line), dyadic_levels(len(line)), strict=True):
         noisy, _ = add_discrete_laplace(scaled, m * sensitivity / epsilon_1, source)
@@ -510,16 +510,17 @@ class DAWA(Mechanism):
             self.resolve_workload(schema)
         n = math.prod(schema.shape)
         levels = dyadic_levels(n)
+        deviation_claim, bucket_claim = self.sensitivity_claims(schema)
         if levels:
             check_share_scale(
                 self.name,
                 f"partition_share={self.partition_share:g}",
-                levels[-1] * deviation_sensitivity(n, self.neighbour),
+                levels[-1] * deviation_claim.declared,
                 self.epsilon_partition,
             )
         # The bucket strategy's column norm is at most the binary hierarchy's levels (the
-        # optimised strategy's is 1, the identity's 1), twice that under replace.
-        factor = 1.0 if self.neighbour == Neighbour.ADD_REMOVE.value else 2.0
+        # optimised strategy's is 1, the identity's 1), times the declared factor.
+        factor = bucket_claim.declared
         check_share_scale(
             self.name,
             f"1 - partition_share={1 - self.partition_share:g}",
@@ -542,7 +543,9 @@ class DAWA(Mechanism):
         line = data.counts.ravel()[order].astype(np.int64)
         n = len(line)
         # Stage 1: the private partition (epsilon_1).
-        costs = noisy_deviations(line, self.epsilon_partition, self.neighbour, source)
+        # The noise scales come from the declared claims (module docstring).
+        deviation_claim, bucket_claim = self.sensitivity_claims(schema)
+        costs = noisy_deviations(line, self.epsilon_partition, deviation_claim.declared, source)
         starts = best_partition(n, costs, 1.0 / self.epsilon_buckets)
         part = Partition(order, starts)
         k = len(starts)
@@ -556,8 +559,9 @@ class DAWA(Mechanism):
         )
         op = strategy.operator
         norm = op.l1_sensitivity()
-        factor = 1.0 if self.neighbour == Neighbour.ADD_REMOVE.value else 2.0
-        support = int(op.column_support().max()) * (1 if factor == 1.0 else 2)
+        factor = bucket_claim.declared
+        changed = 1 if self.neighbour == Neighbour.ADD_REMOVE.value else 2
+        support = int(op.column_support().max()) * changed
         answers = op.matvec(part.bucket_counts(data.counts).astype(np.float64))
         noisy, draw = snapped_laplace(
             answers,
@@ -572,7 +576,7 @@ class DAWA(Mechanism):
             "distribution": "discrete_laplace (partition), " + draw.distribution + " (buckets)",
             "epsilon_partition": self.epsilon_partition,
             "epsilon_buckets": self.epsilon_buckets,
-            "deviation_scale": deviation_sensitivity(n, self.neighbour) / self.epsilon_partition,
+            "deviation_scale": deviation_claim.declared / self.epsilon_partition,
             "buckets": k,
             "largest_bucket": int(part.sizes.max()),
             "bucket_strategy": strategy.name,
