@@ -452,14 +452,14 @@ class DAWA(Mechanism):
 
         return [
             SensitivityClaim(
-                "dyadic deviations (stage 1, scaled to epsilon_1)",
+                "deviations of the dyadic intervals (stage 1, epsilon_1)",
                 lambda x: deviations(np.asarray(x).ravel()[order]),
                 "l1",
                 deviation_sensitivity(n, self.neighbour),
                 tight=self.neighbour == Neighbour.ADD_REMOVE.value,
             ),
             SensitivityClaim(
-                "bucket strategy answers / ||A||_1 (stage 2, scaled to epsilon_2)",
+                "bucket strategy answers / ||A||_1 (stage 2, epsilon_2)",
                 bucket_answers,
                 "l1",
                 stage2_factor,
