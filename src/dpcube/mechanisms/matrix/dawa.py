@@ -327,9 +327,9 @@ class DAWA(Mechanism):
     """
 
     name = "dawa"
-    #: Peak memory of a release per cell besides the workload's dense Gram (see
-    #: :meth:`memory_estimate`): a few vectors of the line, as ``identity``'s, x2.
-    bytes_per_cell = 96.0
+    #: Peak memory of a release per cell besides the dense matrices of :meth:`memory_estimate`:
+    #: 82 bytes measured (tracemalloc, 2**16 and 2**18 cells, few buckets), x1.5.
+    bytes_per_cell = 124.0
     param_specs: ClassVar[tuple[ParamSpec, ...]] = (
         ParamSpec(
             "workload",
@@ -529,10 +529,16 @@ class DAWA(Mechanism):
         )
 
     def memory_estimate(self, data: Any) -> float:
-        """The line's vectors, plus the workload's dense Gram and its reduction when the grid is
-        small enough to use one (two n x n float64 matrices)."""
+        """The line's vectors (:attr:`bytes_per_cell`), plus the dense matrices: the workload's
+        Gram and its reduction when the grid is small enough for ``opt`` (two n x n float64), and
+        the least squares of a bucket strategy other than the identity (its Gram and factor, at
+        most :data:`HIERARCHY_MAX_BUCKETS` square)."""
         n = float(math.prod(data.schema.shape))
-        dense = 2 * 8.0 * n * n if n <= MAX_WORKLOAD_CELLS and self.strategy == "opt" else 0.0
+        dense = 0.0
+        if self.strategy == "opt" and n <= MAX_WORKLOAD_CELLS:
+            dense += 2 * 8.0 * n * n
+        if self.strategy != "identity":
+            dense += 2 * 8.0 * min(n, float(HIERARCHY_MAX_BUCKETS)) ** 2
         return super().memory_estimate(data) + dense
 
     def _release(
