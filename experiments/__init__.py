@@ -24,6 +24,7 @@ RUNNABLE = (
     "coverage_worlds",
     "datacube",
     "dawa",
+    "integer",
     "leaderboard",
     "matrix",
     "privelet",

@@ -7,7 +7,8 @@ interval, or no error estimate and why (:mod:`dpcube.release.uncertainty`).
 
 Sizes are capped so that a report stays readable and quick to write; every cap that applies is
 said on the page (:data:`MAX_BARS`, :data:`MAX_HEAT_CELLS`, :data:`MAX_PAIRS`, :data:`MAX_GRID`,
-:data:`MAX_OUTLINED`, :data:`MAX_TABLE_ROWS`, :data:`MAX_STATES`, :data:`MAX_CHILD_ROWS`).
+:data:`MAX_OUTLINED`, :data:`MAX_TABLE_ROWS`; a release kind caps what it describes itself, e.g.
+:attr:`dpcube.mechanisms.census.release.CensusRelease.REPORT_REGIONS`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,13 @@ from numpy.typing import NDArray
 from dpcube.errors import DPCubeError
 from dpcube.release.base import Release, publication_warning
 from dpcube.release.uncertainty import DEFAULT_RUNS, Uncertainty
-from dpcube.release.views import ReportFigure, ReportSection, ReportTable
+from dpcube.release.views import (
+    ReportBars,
+    ReportChoice,
+    ReportFigure,
+    ReportSection,
+    ReportTable,
+)
 from dpcube.report import figures
 from dpcube.report.html import esc, figure, slug, table, with_interval
 from dpcube.schema import BoxedQuery, Nominal, Ordinal, Spatial
@@ -54,9 +61,6 @@ MAX_GRID = 100
 MAX_OUTLINED = 1500
 #: Most rows of a table (cuboid, leaves); the rest is in ``dpcube export``.
 MAX_TABLE_ROWS = 200
-#: Most states in the census drill-down's list, and most rows of one state's table.
-MAX_STATES = 60
-MAX_CHILD_ROWS = 300
 
 
 @dataclass(frozen=True)
@@ -463,120 +467,78 @@ def spatial_grid_figure(
 
 def estimate_table(release: Release, spec: ReportTable, options: ReportOptions) -> str:
     """A table a release describes (:class:`dpcube.release.views.ReportTable`): its labels, then
-    each row's estimate with its interval, then its note and what the intervals are."""
+    each row's estimates with their intervals, then its note and what the intervals are."""
     u = estimate(release, spec.queries, options)
     columns = list(spec.labels)
+    headers = list(spec.value_headers) or [spec.value_header]
+    per = len(headers)
     rows = [
         [esc(spec.labels[c][i]) for c in columns]
-        + [with_interval(u.answers[i], u.lower[i], u.upper[i], u.trusted(i))]
-        for i in range(len(spec.queries))
+        + [
+            with_interval(u.answers[k], u.lower[k], u.upper[k], u.trusted(k))
+            for k in range(i * per, (i + 1) * per)
+        ]
+        for i in range(len(spec.queries) // per)
     ]
+    heading = f"<h3>{esc(spec.heading)}</h3>" if spec.heading else ""
     note = f'<p class="note">{esc(spec.note)}</p>' if spec.note else ""
     return (
-        f"<h3>{esc(spec.heading)}</h3>"
-        + table(slug(spec.ident), [*columns, spec.value_header], rows, labels=len(columns))
+        heading
+        + table(slug(spec.ident), [*columns, *headers], rows, labels=len(columns))
         + note
         + f'<p class="dpcube-uncertainty">{esc(uncertainty_caption(u))}</p>'
     )
 
 
+def chosen_tables(release: Release, spec: ReportChoice, options: ReportOptions) -> str:
+    """Tables shown one at a time (:class:`dpcube.release.views.ReportChoice`): a list of their
+    names, and each table in a block of its own, all but the chosen one hidden."""
+    ident = slug(spec.ident)
+    entries = "".join(
+        f'<option value="{i}">{esc(name)}</option>' for i, (name, _) in enumerate(spec.choices)
+    )
+    blocks = "".join(
+        f'<div class="{ident}" id="{ident}-{i}"{"" if i == 0 else " hidden"}>'
+        + estimate_table(release, chosen, options)
+        + "</div>"
+        for i, (_, chosen) in enumerate(spec.choices)
+    )
+    return (
+        f'<h3>{esc(spec.heading)}</h3><label for="{ident}-select">{esc(spec.label)} </label>'
+        f'<select id="{ident}-select">{entries}</select>{blocks}'
+        f"<script>document.getElementById('{ident}-select').addEventListener('change',"
+        f"function(e){{document.querySelectorAll('.{ident}').forEach(function(d){{"
+        f"d.hidden=(d.id!=='{ident}-'+e.target.value);}});}});</script>"
+    )
+
+
+def bars_figure(release: Release, spec: ReportBars, options: ReportOptions) -> str:
+    """A bar chart a release describes (:class:`dpcube.release.views.ReportBars`): one bar per
+    query, with its interval as error bars."""
+    u = estimate(release, spec.queries, options)
+    chart = figures.bar_chart(
+        list(spec.labels), u.answers, u.lower, u.upper, xlabel=spec.xlabel, ylabel=spec.ylabel
+    )
+    return figure(slug(spec.ident), spec.title, chart, uncertainty_caption(u))
+
+
 def release_section(release: Release, spec: ReportSection, options: ReportOptions) -> str:
     """A section a release describes (:class:`dpcube.release.views.ReportSection`): its title
-    and note, the map of its grid with its outlines (when it has them), its tables."""
+    and note, the map of its grid with its outlines (when it has them), its charts, its
+    tables."""
     note = f'<p class="note">{esc(spec.note)}</p>' if spec.note else ""
     outlines = spec.map_outlines
     drawn = "" if outlines is None else spatial_grid_figure(release, options, outlines)
-    tables = "".join(estimate_table(release, t, options) for t in spec.tables)
-    return f'<section id="{esc(spec.ident)}"><h2>{esc(spec.title)}</h2>{note}{drawn}{tables}</section>\n'
-
-
-# -- census hierarchy -------------------------------------------------------------------------
-
-
-def census_section(release: Any, options: ReportOptions) -> str:
-    """Group sizes as drill-down tables (the nation and its states, then one chosen state and
-    its children), sizes as columns, each cell an estimate with its interval; and a bar chart of
-    the nation's groups by size."""
-    h = release.hierarchy
-    k = int(release.max_size)
-    last = f"{k}+" if release.top_coded else str(k)
-    size_names = [str(s) for s in range(1, k)] + [last]
-    states = np.flatnonzero(np.asarray(h.level) == 2)
-    shown_states = states[:MAX_STATES]
-    children = {
-        int(s): np.flatnonzero(np.asarray(h.parent) == s)[:MAX_CHILD_ROWS] for s in shown_states
-    }
-    regions = [0, *shown_states.tolist()] + [int(c) for s in shown_states for c in children[int(s)]]
-    regions = list(dict.fromkeys(regions))
-    queries = [
-        {"region": h.names[r], "size": size} for r in regions for size in [*range(1, k + 1), [1, k]]
-    ]
-    u = estimate(release, queries, options)
-    per = k + 1
-    position = {r: i for i, r in enumerate(regions)}
-
-    def row(r: int) -> list[str]:
-        base = position[r] * per
-        cells = [with_interval(
-                u.answers[base + j], u.lower[base + j], u.upper[base + j], u.trusted(base + j)
-            )
-                 for j in range(per)]  # fmt: skip
-        return [esc(h.names[r]), *cells]
-
-    header = ["region", *[f"size {s}" for s in size_names], "all sizes"]
-    caption = uncertainty_caption(u)
-    nation = h.names[0]
-    base = 0
-    spec = figures.bar_chart(
-        size_names, u.answers[base : base + k], u.lower[base : base + k],
-        u.upper[base : base + k], xlabel="group size (persons)", ylabel="released groups",
-    )  # fmt: skip
-    parts = [
-        figure("fig-census-nation", f"Groups by size: {nation}", spec, caption),
-        f"<h3>{esc(nation)} and its {len(states):,} regions of level 2</h3>",
-        table("table-census-nation", header, [row(r) for r in [0, *shown_states.tolist()]]),
-        f'<p class="dpcube-uncertainty">{esc(caption)}</p>',
-    ]
-    if len(states) > len(shown_states):
-        parts.append(
-            f'<p class="note">The first {len(shown_states)} of {len(states):,} level-2 regions '
-            "are listed (dpcube export has them all).</p>"
-        )
-    with_children = [int(s) for s in shown_states if len(children[int(s)])]
-    if with_children:
-        options_html = "".join(
-            f'<option value="{i}">{esc(h.names[s])}</option>' for i, s in enumerate(with_children)
-        )
-        parts.append(
-            '<h3>One region, drilled down</h3><label for="census-state-select">Region: </label>'
-            f'<select id="census-state-select">{options_html}</select>'
-        )
-        for i, s in enumerate(with_children):
-            kids = children[s].tolist()
-            total = int(np.count_nonzero(np.asarray(h.parent) == s))
-            more = (
-                f'<p class="note">The first {len(kids)} of {total:,} sub-regions.</p>'
-                if total > len(kids)
-                else ""
-            )
-            hidden = "" if i == 0 else " hidden"
-            parts.append(
-                f'<div class="census-state" id="census-state-{i}"{hidden}>'
-                + table(f"table-census-state-{i}", header, [row(r) for r in [s, *kids]])
-                + f"{more}</div>"
-            )
-        parts.append(
-            "<script>document.getElementById('census-state-select').addEventListener('change',"
-            "function(e){document.querySelectorAll('.census-state').forEach(function(d){"
-            "d.hidden=(d.id!=='census-state-'+e.target.value);});});</script>"
-            f'<p class="dpcube-uncertainty">{esc(caption)}</p>'
-        )
-    levels = ", ".join(f"level {i + 1}: {n:,}" for i, n in enumerate(h.level_sizes))
+    charts = "".join(bars_figure(release, c, options) for c in spec.charts)
+    tables = "".join(
+        chosen_tables(release, t, options)
+        if isinstance(t, ReportChoice)
+        else estimate_table(release, t, options)
+        for t in spec.tables
+    )
     return (
-        '<section id="census"><h2>Group sizes by region</h2>'
-        f'<p class="note">Released number of groups of each size per region ({esc(levels)} '
-        "regions). Cells: estimate [interval].</p>"
-        f"{''.join(parts)}</section>\n"
+        f'<section id="{esc(spec.ident)}"><h2>{esc(spec.title)}</h2>'
+        f"{note}{drawn}{charts}{tables}</section>\n"
     )
 
 
@@ -587,7 +549,6 @@ def census_section(release: Any, options: ReportOptions) -> str:
 #: (:meth:`dpcube.release.base.Release.report_parts`).
 FIGURES: dict[ReportFigure, Callable[[Any, ReportOptions], str]] = {
     "marginals": marginal_sections,
-    "census": census_section,
 }
 
 
@@ -671,20 +632,19 @@ def plan_section(plan: dict[str, Any]) -> str:
 
 __all__ = [
     "MAX_BARS",
-    "MAX_CHILD_ROWS",
     "MAX_GRID",
     "MAX_HEAT_CELLS",
     "MAX_OUTLINED",
     "MAX_PAIRS",
-    "MAX_STATES",
     "MAX_TABLE_ROWS",
     "NOISE_ONLY",
     "RELEASE_BOOTSTRAP_BUDGET_S",
     "RELEASE_REPORT_RUNS",
     "REPORT_RUNS",
     "ReportOptions",
+    "bars_figure",
     "bootstrap_arguments",
-    "census_section",
+    "chosen_tables",
     "estimate",
     "estimate_table",
     "guarantee_section",

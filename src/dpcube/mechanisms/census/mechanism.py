@@ -520,4 +520,5 @@ class CensusHierarchy(Mechanism):
             private=bool(acct["private"]),
             top_coded=data.top_coded,
             measurements=measured,
+            unit=data.unit,
         )
