@@ -1,15 +1,15 @@
 """DAWA, the data- and workload-aware algorithm (C. Li, M. Hay, G. Miklau, Y. Wang, "A Data- and
 Workload-Aware Algorithm for Range Queries Under Differential Privacy", PVLDB 7(5), 2014).
 
-The cells are put in a line (1-D as they are; 2-D along the Hilbert curve, Sec. 5 of the paper),
+The cells are put in a line (1-D as they are; 2-D along the Hilbert curve, as in the paper),
 then two stages, with ``epsilon_1 = partition_share * epsilon`` and ``epsilon_2 = epsilon -
 epsilon_1`` (sequential composition; the paper's rho = 0.25 is the default share):
 
-1. **Private L1 partitioning** (Sec. 3). A bucket B (an interval of the line) estimates each of
-   its cells by the bucket's mean; its cost is the L1 error of that, the deviation
+1. **Private L1 partitioning** (the paper's first stage). A bucket B (an interval of the line)
+   estimates each of its cells by the bucket's mean; its cost is the L1 error of that, the deviation
    ``dev(x, B) = sum_{i in B} |x_i - mean_B(x)|``, plus the expected absolute noise of its count,
    ``1 / epsilon_2``. The partition of least total cost is found by a dynamic program over the
-   *dyadic* intervals (length ``2^k``, starting at a multiple of ``2^k``; Sec. 3.3), whose every
+   *dyadic* intervals (length ``2^k``, starting at a multiple of ``2^k``), whose every
    end point closes at most ``log2 n + 1`` of them: ``O(n log n)``.
 
    The deviations are measured with noise. Adding or removing one record changes one cell by 1,
@@ -29,7 +29,7 @@ epsilon_1`` (sequential composition; the paper's rho = 0.25 is the default share
    Delta_1 / epsilon_1`` (:func:`dpcube.privacy.samplers.add_discrete_laplace`), so that
    ``dev`` itself gets scale ``Delta_1 / epsilon_1`` on every level.
 
-2. **Workload-aware measurement of the buckets** (Sec. 4). The workload W on the cells becomes
+2. **Workload-aware measurement of the buckets** (the second stage). The workload W on the cells becomes
    ``W E`` on the buckets, E spreading a bucket's count evenly over its cells (Gram ``Eᵀ G E``);
    a strategy A for the buckets is chosen for it (the paper's GreedyH; dpcube the matrix
    mechanism's optimiser, :func:`dpcube.mechanisms.matrix.optimize.optimized_strategy`, on up to
@@ -194,7 +194,7 @@ def deviations(line: IntArray) -> FloatArray:
 
 def best_partition(n: int, level_costs: Sequence[FloatArray], bucket_cost: float) -> IntArray:
     """The partition of ``[0, n)`` into dyadic intervals of least total cost, by the dynamic
-    program of Li et al. Sec. 3.3: ``best[j] = min_m best[j - m] + cost(j - m, j)`` over the
+    program of Li et al. restricted to dyadic intervals: ``best[j] = min_m best[j - m] + cost(j - m, j)`` over the
     dyadic lengths m closing at j, in ``O(n log n)``. ``level_costs[k][i]`` is the (noisy)
     deviation of the i-th interval of length ``2^(k+1)``; every bucket adds ``bucket_cost``;
     singletons cost ``bucket_cost`` only. Ties keep the longer bucket. Returns the bucket starts
