@@ -5,8 +5,8 @@ with its deviations' noise calibrated to the whole vector of them, then the opti
 strategy) is compared, on the same inputs and at equal epsilon, with:
 
 - ``identity``: dpcube's Identity (discrete Laplace on every cell);
-- ``ektelo-protocol``: an independent re-implementation of the configuration ektelo runs
-  (``Dawa(ratio=0.25, approx=True)``: every interval of length ``2^k``, not only the aligned ones,
+- ``ektelo-protocol``: an independent re-implementation of ektelo's `Dawa` plan configured
+  as ``Dawa(ratio=0.25, approx=True)`` (the paper's rho; every interval of length ``2^k``, not only the aligned ones,
   each deviation with its own Laplace noise of scale ``(2 - 1/m - 1/n) / epsilon_1``, the noisy
   cost clipped at ``1/epsilon_2``), with the same bucket strategy as dpcube and continuous
   Laplace noise from numpy (ektelo's GreedyH is not re-implemented: the strategy on the buckets
