@@ -89,7 +89,7 @@ FLAGS: tuple[MechanismFlag, ...] = (
     ),
     MechanismFlag(
         "--workload",
-        ("matrix", "auto"),
+        ("matrix", "mwem", "auto"),
         "workload spec (allrange:1024, marginals:2:8x8, with the schema's grid allrange, "
         "prefix, marginals:K, upto:K; as dpcube plan) or JSON/CSV file",
         param="workload",
@@ -400,6 +400,8 @@ INPUTS: dict[str, str] = {
     "matrix": "histogram",
     "privelet": "histogram",
     "privelet-plus": "histogram",
+    "ahp": "histogram",
+    "mwem": "histogram",
     "auto": "histogram",
     "datacube": "cube",
     "census-hierarchy": "census",

@@ -72,8 +72,10 @@ def _best_new_group(p: FloatArray, value: float, j: int, epsilon: float) -> floa
     best = math.inf
     start = j
     previous: tuple[float, float] | None = None
+    window = _WINDOW
     while start < n:
-        stop = min(n, start + _WINDOW)
+        stop = min(n, start + window)
+        window *= 2  # geometric windows: a long run of equal values costs O(log) numpy calls
         ls = np.arange(start, stop)
         lengths = (ls - j + 1).astype(np.float64)
         means = (p[ls + 1] - p[j]) / lengths

@@ -77,10 +77,13 @@ def multiplicative_weights(
     """
     w = np.array(log_weights, dtype=np.float64)
     for _ in range(update_rounds):
+        norm = _logsumexp(w)  # log of the weights' sum, kept up to date update by update
         for index, measured in measurements:
-            w -= _logsumexp(w)
-            estimate = total * float(np.exp(w[index]).sum())
-            w[index] += (measured - estimate) / (2.0 * total)
+            share = float(np.exp(w[index] - norm).sum())  # the box's share of the total
+            step = (measured - total * share) / (2.0 * total)
+            w[index] += step
+            # the box's weights grew by e^step: the sum by the factor 1 - share + share e^step
+            norm += math.log1p(share * math.expm1(step))
     return w - _logsumexp(w)
 
 
