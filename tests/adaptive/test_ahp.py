@@ -77,7 +77,9 @@ def test_group_sums_have_the_declared_sensitivity_on_every_partition(neighbour: 
     # The grouping is chosen from noise, so the claim must hold for every partition of the
     # cells: all 15 partitions of 4 cells (Bell number), by brute force on three bases.
     schema = line(4)
-    declared = {c.name: c.declared for c in AHP(1.0, neighbour=neighbour).sensitivity_claims(schema)}
+    declared = {
+        c.name: c.declared for c in AHP(1.0, neighbour=neighbour).sensitivity_claims(schema)
+    }
     bases = [h.counts for h in tiny_histograms(schema)]
     for labels in _partitions(4):
         lab = np.array(labels)
@@ -155,7 +157,7 @@ def test_one_charge_and_refusals_before_it(tmp_path) -> None:
     # noisy counts 2e-13 (scale 5e12): refused before the charge
     fresh = BudgetLedger(tmp_path / "m.ledger")
     fresh.set_total(1.0, 0.0)
-    with pytest.raises(BudgetError, match="ratio=0.1"):
+    with pytest.raises(BudgetError, match=r"ratio=0\.1"):
         AHP(2e-12, ratio=0.1).release(hist, random_state=1, ledger=fresh)
     assert fresh.charges() == []
 

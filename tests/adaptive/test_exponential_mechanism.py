@@ -43,7 +43,9 @@ def test_distribution_matches_the_exponential_mechanism() -> None:
     np.testing.assert_allclose(p, textbook / textbook.sum(), rtol=1e-4)
     n = 10_000
     source = SeededRandomSource(11)
-    draws = [exponential_mechanism(scores, epsilon=1.0, sensitivity=1.0, source=source) for _ in range(n)]
+    draws = [
+        exponential_mechanism(scores, epsilon=1.0, sensitivity=1.0, source=source) for _ in range(n)
+    ]
     counts = np.bincount(draws, minlength=len(scores))
     # Pearson's chi-square with 4 degrees of freedom: P(chi2_4 > 33.4) = 1e-6, so a correct
     # sampler fails this once in a million runs, while a wrong exponent (eps u instead of
@@ -76,13 +78,15 @@ def test_a_far_better_candidate_always_wins_and_noiseless_is_argmax() -> None:
         for _ in range(50)
     }
     assert picks == {1}
-    assert exponential_mechanism([2.0, 7.0, 7.0], epsilon=1.0, sensitivity=1.0, source=NO_NOISE) == 1
+    assert (
+        exponential_mechanism([2.0, 7.0, 7.0], epsilon=1.0, sensitivity=1.0, source=NO_NOISE) == 1
+    )
 
 
 def test_tiny_epsilon_uses_the_big_integer_path_and_stays_uniform() -> None:
     # epsilon 1e-12: j >= 62, the Python-integer Bernoulli; scores 0..3 are nearly equal in
     # weight, so the draws are close to uniform (chi-square, 3 d.f., P(> 27.9) = 4e-6).
-    k, a, j = exponential_mechanism_coefficient(1e-12, 1.0)
+    _, _, j = exponential_mechanism_coefficient(1e-12, 1.0)
     assert j >= 62
     source = SeededRandomSource(2)
     n = 2000

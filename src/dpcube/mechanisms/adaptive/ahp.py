@@ -137,7 +137,7 @@ def _pair_sums(x: IntArray) -> FloatArray:
     """Sums of the cells grouped in pairs (C order): the group-sum measurement on one grouping
     (its sensitivity is the same on every grouping of disjoint groups)."""
     flat = np.asarray(x, dtype=np.float64).ravel()
-    return np.bincount(np.arange(flat.size) // 2, weights=flat)
+    return np.asarray(np.bincount(np.arange(flat.size) // 2, weights=flat), dtype=np.float64)
 
 
 class AHP(Mechanism):
@@ -212,7 +212,10 @@ class AHP(Mechanism):
         return [
             Case("ahp", mixed_schema(), lambda n: cls(20.0, neighbour=n), MIXED_QUERIES),
             Case(
-                "ahp-half", mixed_schema(), lambda n: cls(6.0, ratio=0.5, neighbour=n), MIXED_QUERIES
+                "ahp-half",
+                mixed_schema(),
+                lambda n: cls(6.0, ratio=0.5, neighbour=n),
+                MIXED_QUERIES,
             ),
         ]
 

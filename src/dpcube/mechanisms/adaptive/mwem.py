@@ -118,7 +118,9 @@ class MWEM(Mechanism):
             "file)",
             accepts=(str, Path, list, Workload),
         ),
-        ParamSpec("rounds", "int", "rounds T (one query selected and measured each)", low=1, high=10000),
+        ParamSpec(
+            "rounds", "int", "rounds T (one query selected and measured each)", low=1, high=10000
+        ),
         ParamSpec(
             "selection_share",
             "float",
@@ -227,9 +229,7 @@ class MWEM(Mechanism):
         prefixed = np.asarray(boxes)
 
         def answers(x: IntArray) -> FloatArray:
-            return box_sums(prefix_sums(np.asarray(x, dtype=np.int64)), prefixed).astype(
-                np.float64
-            )
+            return box_sums(prefix_sums(np.asarray(x, dtype=np.int64)), prefixed).astype(np.float64)
 
         moving = Neighbour(self.neighbour) is Neighbour.ADD_REMOVE or not bool(
             np.all(covers_grid(boxes, schema.shape))
@@ -259,12 +259,14 @@ class MWEM(Mechanism):
         # Noiseless, all 10 queries of allrange:4 are measured exactly (10 rounds) and MW
         # converges to the counts (to 1e-14 on the all-ones and the [4, 3, 2, 1] bases, which
         # have no empty cell; MW approaches a count of 0 only as 2N/k after k passes).
-        ranges = ({}, {"a": [0, 1]}, {"a": [1, 3]}, {"a": [2, 2]})
+        ranges: tuple[dict[str, Any], ...] = ({}, {"a": [0, 1]}, {"a": [1, 3]}, {"a": [2, 2]})
         return [
             Case(
                 "mwem",
                 line,
-                lambda n: cls(200.0, workload="allrange", rounds=10, update_rounds=100, neighbour=n),
+                lambda n: cls(
+                    200.0, workload="allrange", rounds=10, update_rounds=100, neighbour=n
+                ),
                 ranges,
             ),
             Case(
@@ -288,7 +290,9 @@ class MWEM(Mechanism):
     def validate(self, data: Histogram) -> None:
         self.boxes(data.schema)  # the workload fits the schema (refused before the charge)
         if self.total is None:
-            check_share_scale(self.name, f"total_share={self.total_share:g}", 1.0, self.epsilon_total)
+            check_share_scale(
+                self.name, f"total_share={self.total_share:g}", 1.0, self.epsilon_total
+            )
         check_share_scale(
             self.name, f"rounds={self.rounds}", QUERY_SENSITIVITY, self.epsilon_measure
         )
@@ -314,6 +318,15 @@ class MWEM(Mechanism):
         else:
             total = float(self.total)
             noise["total"] = "public"
+            metadata.declared_public = [
+                {
+                    "figure": "total",
+                    "value": self.total,
+                    "declared_by": "caller",
+                    "how": "MWEM(total=...) / --param total=N: the number of records, taken as "
+                    "public and not measured",
+                }
+            ]
         n = counts.size
         log_w = np.zeros(schema.shape, dtype=np.float64)
         measured: list[tuple[tuple[slice, ...], float]] = []
