@@ -108,3 +108,24 @@ def test_bad_workloads_and_flags_are_refused_uncharged(
         assert len(err.strip().splitlines()) == 1, err
     code, text, _ = run(capsys, "budget", str(data), "--json")
     assert json.loads(text)["spent"]["epsilon"] == pytest.approx(0.5)  # the good release only
+
+
+def test_a_query_file_workload_is_saved_with_the_release(
+    dataset: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The bootstrap re-runs MWEM from the manifest: the workload must not depend on the file.
+    data, schema = dataset
+    queries = tmp_path / "q.json"
+    queries.write_text(json.dumps([{"age": [0, 4]}, {"age": [5, 9], "sex": "F"}]))
+    out = tmp_path / "m"
+    args = release(data, schema, out, "--mechanism", "mwem", "--workload", str(queries))
+    code, _, err = run(capsys, *args, "--param", "rounds=2")
+    assert code == 0, err
+    queries.unlink()
+    params = json.loads((out / "manifest.json").read_text())["metadata"]["params"]
+    assert params["workload"]["boxes"] == [[[0, 4], [0, 1]], [[5, 9], [0, 0]]]
+    code, text, err = run(
+        capsys, "query", str(out), "--where", "age=0..4", "--runs", "20", "--json"
+    )
+    assert code == 0, err
+    assert json.loads(text)["interval_kind"] == "model"

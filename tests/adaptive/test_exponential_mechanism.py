@@ -102,3 +102,33 @@ def test_tiny_epsilon_uses_the_big_integer_path_and_stays_uniform() -> None:
 def test_refuses_bad_scores(bad: list[float]) -> None:
     with pytest.raises(ValueError):
         exponential_mechanism(bad, epsilon=1.0, sensitivity=1.0, source=SeededRandomSource(0))
+
+
+def test_exponent_split_is_exact_on_88_bit_products() -> None:
+    from dpcube.privacy.samplers import _split_exponent
+
+    rng = np.random.default_rng(4)
+    d = rng.integers(0, 2**62, size=2000, dtype=np.int64)
+    for a, j in ((2**25 - 1, 61), (2**24 + 12345, 31), (33553920, 42)):
+        whole, frac = _split_exponent(d, a, j)
+        for v, w, f in zip(
+            d[:300].tolist(), whole[:300].tolist(), frac[:300].tolist(), strict=True
+        ):
+            assert (w, f) == divmod(a * v, 2**j)
+
+
+def test_large_scores_keep_the_distribution() -> None:
+    # Scores of ten million (a count-scale error): the gaps are 2^16 times larger on the grid
+    # and the products a * gap need more than 64 bits. Three close candidates and a far one
+    # (weight e^-5,000,000, never drawn): chi-square with 2 d.f., P(> 27.6) = 1e-6.
+    scores = [1e7, 1e7 - 1.0, 1e7 - 3.0, 0.0]
+    p = target(scores, 1.0, 1.0)
+    n = 4000
+    source = SeededRandomSource(8)
+    draws = [
+        exponential_mechanism(scores, epsilon=1.0, sensitivity=1.0, source=source) for _ in range(n)
+    ]
+    counts = np.bincount(draws, minlength=4)
+    assert counts[3] == 0
+    chi2 = float(np.sum((counts[:3] - n * p[:3]) ** 2 / (n * p[:3])))
+    assert chi2 < 27.6

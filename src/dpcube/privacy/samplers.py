@@ -646,6 +646,32 @@ def exponential_mechanism_coefficient(
     return k, a, j
 
 
+def _split_exponent(d: IntArray, a: int, j: int) -> tuple[IntArray, IntArray]:
+    """``(floor(a d / 2**j), (a d) mod 2**j)`` exactly in int64, for ``0 <= d < 2**62``,
+    ``a < 2**26`` and ``31 <= j < 62`` (the product a d may need 88 bits).
+
+    With ``d = dh 2**31 + dl`` and ``a dl = bh 2**31 + bl``: ``a d = c 2**31 + bl`` with
+    ``c = a dh + bh < 2**58``, so the quotient is ``c >> (j - 31)`` and the remainder
+    ``(c mod 2**(j-31)) 2**31 + bl``.
+
+    >>> w, f = _split_exponent(np.array([3, 2**61 + 12345], dtype=np.int64), 2**25 + 7, 40)
+    >>> [int(x) for x in w] == [(2**25 + 7) * 3 >> 40, (2**25 + 7) * (2**61 + 12345) >> 40]
+    True
+    >>> [int(x) for x in f] == [(2**25 + 7) * 3 % 2**40, (2**25 + 7) * (2**61 + 12345) % 2**40]
+    True
+    """
+    if not (31 <= j < 62 and 0 < a < 2**26):
+        raise ValueError("_split_exponent needs 31 <= j < 62 and 0 < a < 2**26")
+    low31 = np.int64(2**31 - 1)
+    dh, dl = d >> np.int64(31), d & low31
+    product_low = dl * np.int64(a)  # < 2**57
+    c = dh * np.int64(a) + (product_low >> np.int64(31))  # < 2**58
+    shift = np.int64(j - 31)
+    whole = c >> shift
+    frac = ((c & np.int64((1 << (j - 31)) - 1)) << np.int64(31)) | (product_low & low31)
+    return whole, frac
+
+
 def exponential_mechanism(
     scores: ArrayLike,
     *,
@@ -700,20 +726,25 @@ def exponential_mechanism(
     s = snapped.astype(np.int64)
     gap = int(s.max()) - s  # S_max - S_i >= 0
     n = u.size
-    batch = min(n, max(_EM_BATCH, 1))
+    batch = min(n, _EM_BATCH)
+    # 31 <= j < 62 (an epsilon between about 2**-20 and 2**11 per unit of sensitivity): the
+    # exponent a * gap / 2**j split exactly in int64 (:func:`_split_exponent`); else Python ints
+    vectorised = 31 <= j < 62
     while True:
         proposals = source.integers(np.full(batch, n, dtype=np.int64))
-        exponent = [a * int(d) for d in gap[proposals]]  # exact Python integers
-        whole = np.array([e >> j for e in exponent], dtype=np.int64)
-        frac = np.array([e & ((1 << j) - 1) for e in exponent], dtype=np.int64)
-        if j < 62:
+        d = gap[proposals]
+        if vectorised:
+            whole, frac = _split_exponent(d, a, j)
             accept = bernoulli_exp(source, whole, np.ones_like(whole)) & bernoulli_exp(
                 source, frac, np.full_like(frac, 1 << j)
             )
-        else:  # a denominator beyond int64: Python integers (tiny epsilon only)
+        else:
             accept = np.array(
-                [_bernoulli_exp_scalar(source, int(e), 1 << j) for e in exponent], dtype=bool
+                [_bernoulli_exp_scalar(source, a * int(v), 1 << j) for v in d], dtype=bool
             )
         hit = np.flatnonzero(accept)
         if hit.size:
             return int(proposals[hit[0]])
+        # Few candidates are near the best: propose more at once next time (at most 2**16),
+        # so that the expected work stays proportional to the proposals needed.
+        batch = min(2 * batch, 2**16)

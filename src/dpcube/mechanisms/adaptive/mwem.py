@@ -116,7 +116,7 @@ class MWEM(Mechanism):
             "structured",
             "the workload of range queries MWEM selects from (a spec like allrange, or a query "
             "file)",
-            accepts=(str, Path, list, Workload),
+            accepts=(str, Path, list, Mapping, Workload),
         ),
         ParamSpec(
             "rounds", "int", "rounds T (one query selected and measured each)", low=1, high=10000
@@ -177,14 +177,27 @@ class MWEM(Mechanism):
         self.total_share = float(total_share)
         self.update_rounds = int(update_rounds)
         self._boxes: dict[tuple[Any, ...], IntArray] = {}
+        self._resolved: Workload | None = None
 
     def get_params(self) -> dict[str, Any]:
+        """The parameters; a workload given as a file, a list of queries or a Workload is
+        recorded as its spec or its boxes (so that a saved release's bootstrap re-runs MWEM
+        without the file)."""
         params = super().get_params()
-        if isinstance(self.workload, Workload):
+        if self._resolved is not None and self._resolved.spec is None:
+            params["workload"] = self._resolved.to_dict()
+        elif isinstance(self.workload, Workload):
             params["workload"] = self.workload.to_dict()
         elif isinstance(self.workload, Path):
             params["workload"] = str(self.workload)
         return params
+
+    def metadata(self, data: Any, source: RandomSource) -> ReleaseMetadata:
+        """The base metadata, with the workload resolved first (so that :meth:`get_params`
+        records a file's or a list's queries, not the path)."""
+        if isinstance(data, Histogram):
+            self.boxes(data.schema)
+        return super().metadata(data, source)
 
     # -- the workload ------------------------------------------------------------------------
     def boxes(self, schema: Schema) -> IntArray:
@@ -204,6 +217,7 @@ class MWEM(Mechanism):
                     "marginals:K, upto:K, or a query file)"
                 )
             self._boxes[key] = workload_boxes(w)
+            self._resolved = w
         return self._boxes[key]
 
     # -- the budget --------------------------------------------------------------------------
