@@ -154,3 +154,15 @@ def test_save_load_and_model_intervals(tmp_path) -> None:
     np.testing.assert_allclose(loaded.answer_many(queries), r.answer_many(queries))
     u = answer_uncertainty(loaded, queries, runs=20, seed=1)
     assert set(u.interval_kind) == {"model"}
+
+
+def test_a_measurement_far_below_the_estimate_keeps_the_weights_finite() -> None:
+    # Noise can put a measured count far below the estimate with a small total (N = 1): the
+    # step -1000 / 2 on a box holding all the mass once made log1p(-1) fail.
+    w = multiplicative_weights(np.zeros(4), 1.0, [((slice(0, 4),), -1000.0)], 3)
+    assert np.all(np.isfinite(w))
+    np.testing.assert_allclose(total_of(w, 1.0).sum(), 1.0)
+    w = multiplicative_weights(
+        np.zeros(4), 1.0, [((slice(0, 3),), -1000.0), ((slice(3, 4),), 5000.0)], 5
+    )
+    assert np.all(np.isfinite(w))

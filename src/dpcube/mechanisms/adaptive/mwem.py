@@ -79,11 +79,15 @@ def multiplicative_weights(
     for _ in range(update_rounds):
         norm = _logsumexp(w)  # log of the weights' sum, kept up to date update by update
         for index, measured in measurements:
-            share = float(np.exp(w[index] - norm).sum())  # the box's share of the total
+            # the box's share of the total, clamped to [0, 1] against rounding
+            share = min(max(float(np.exp(w[index] - norm).sum()), 0.0), 1.0)
             step = (measured - total * share) / (2.0 * total)
             w[index] += step
-            # the box's weights grew by e^step: the sum by the factor 1 - share + share e^step
-            norm += math.log1p(share * math.expm1(step))
+            # the box's weights grew by e^step: the sum by the factor (1 - share) + share e^step,
+            # added in the log domain (a share of 1 and a step of -500 must not give log(0))
+            rest = math.log1p(-share) if share < 1.0 else -math.inf
+            boxed = math.log(share) + step if share > 0.0 else -math.inf
+            norm += float(np.logaddexp(rest, boxed))
     return w - _logsumexp(w)
 
 
