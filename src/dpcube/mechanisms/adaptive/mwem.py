@@ -342,7 +342,7 @@ class MWEM(Mechanism):
                 {
                     "figure": "total",
                     "value": self.total,
-                    "declared_by": "caller",
+                    "declared_by": "curator",
                     "how": "MWEM(total=...) / --param total=N: the number of records, taken as "
                     "public and not measured",
                 }
