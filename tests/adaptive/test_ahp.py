@@ -54,11 +54,13 @@ def scalar_clusters(x: list[float], eps: float) -> list[tuple[int, int]]:
     return groups
 
 
-@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("seed", range(16))
 def test_vectorised_clustering_equals_the_scalar_rule(seed: int) -> None:
     rng = np.random.default_rng(seed)
     n = int(rng.integers(2, 200))
     x = np.sort(np.where(rng.random(n) < 0.5, 0.0, rng.gamma(1.0, 30.0, n)))
+    if seed % 2:  # whole numbers: runs of equal counts (as AHP's discrete noise gives)
+        x = np.round(x / 10.0)
     eps = float(rng.choice([0.05, 0.3, 2.0]))
     assert greedy_clusters(x, eps) == scalar_clusters(list(x), eps)
 
@@ -176,3 +178,10 @@ def test_two_dimensional_grid_flattened() -> None:
     r = AHP(1.0).release(Histogram(schema, x), random_state=0, account=False)
     assert r.counts.shape == (16, 16)
     assert abs(r.answer({"a": [2, 4], "b": [3, 5]}) - 3600) < 200  # 9 cells, noise ~ b/9
+
+
+@pytest.mark.parametrize("eps", [0.05, 0.5, 5.0])
+def test_long_runs_of_equal_counts_take_the_shortcut_and_agree(eps: float) -> None:
+    # Runs longer than the 16 lengths scanned one at a time: the run shortcut of err* is used.
+    x = np.sort(np.array([0.0] * 60 + [5.0] * 40 + [7.0] * 30 + list(range(20, 40)), dtype=float))
+    assert greedy_clusters(x, eps) == scalar_clusters(list(x), eps)

@@ -50,11 +50,13 @@ from dpcube.schema import Schema
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 
-#: Values of ``err*`` evaluated at once when looking for its early stop.
+#: Lengths of ``err*`` scanned one at a time before the numpy windows.
+_SCALAR = 16
+#: The first numpy window of ``err*`` (then doubled).
 _WINDOW = 64
 
 
-def _group_error(p: FloatArray, pp: FloatArray, i: int, j: int, epsilon: float) -> float:
+def _group_error(p: list[float], pp: list[float], i: int, j: int, epsilon: float) -> float:
     """Error of the group of sorted values ``i..j`` (inclusive): SSE plus ``2 / (len eps^2)``.
     ``p``/``pp``: zero-padded prefix sums of the values and of their squares."""
     length = j - i + 1
@@ -63,34 +65,62 @@ def _group_error(p: FloatArray, pp: FloatArray, i: int, j: int, epsilon: float) 
     return float(max(sse, 0.0) + 2.0 / (length * epsilon**2))
 
 
-def _best_new_group(p: FloatArray, value: float, j: int, epsilon: float) -> float:
+def _best_new_group(
+    p: FloatArray, prefix: list[float], value: float, j: int, epsilon: float, run_end: int = 0
+) -> float:
     """The paper's ``err*(x_j)``: the least ``(x_j - mean(x_j..x_l))^2 + 2 / (len^2 eps^2)`` over
     groups ``j..l`` starting at ``j``, scanning ``l`` upwards until the squared deviation grows
-    by at least what the noise term can still fall (SDM 2014, Sec. 4.2, the early stop)."""
+    by at least what the noise term can still fall (SDM 2014, Sec. 4.2, the early stop).
+
+    ``p``: the zero-padded prefix sums (``prefix``: the same as Python floats). The first
+    :data:`_SCALAR` lengths are scanned one at a time (the stop usually comes within a few), the
+    rest in geometric windows of numpy arrays; both compute the same floating-point values.
+
+    ``run_end``: where the run of values equal to ``x_j`` ends, when the values are whole numbers
+    whose sums are exact in floating point, or ``x_j`` is 0. Inside the run every mean is exactly ``x_j`` (the
+    deviation is 0) and the stop cannot come (it needs ``2 / (L^2 eps^2) <= 2 / ((n-j+1)^2
+    eps^2)``, false for ``L < n - j + 1``), so the least error there is the run's last one,
+    ``2 / (len^2 eps^2)``, and the scan resumes after it: a run of r equal counts (the zeros of a
+    sparse histogram) costs O(r) in all, not O(r^2).
+    """
     n = len(p) - 1
     tail = 2.0 / ((n - j + 1) ** 2 * epsilon**2)
     best = math.inf
-    start = j
-    previous: tuple[float, float] | None = None
+    last_dev = last_noise = 0.0
+    head = prefix[j]
+    if run_end - j > _SCALAR:
+        length = float(run_end - j)
+        last_noise = 2.0 / (length**2 * epsilon**2)
+        best = last_noise
+        first = run_end
+    else:
+        first = j
+    for end in range(first, min(n, first + _SCALAR)):
+        length = float(end - j + 1)
+        deviation = (value - (prefix[end + 1] - head) / length) ** 2
+        noise = 2.0 / (length**2 * epsilon**2)
+        if end != j and deviation - last_dev >= last_noise - tail:
+            return best
+        best = min(best, deviation + noise)
+        last_dev, last_noise = deviation, noise
+    start = first + _SCALAR
     window = _WINDOW
     while start < n:
         stop = min(n, start + window)
         window *= 2  # geometric windows: a long run of equal values costs O(log) numpy calls
         ls = np.arange(start, stop)
         lengths = (ls - j + 1).astype(np.float64)
-        means = (p[ls + 1] - p[j]) / lengths
-        deviation = (value - means) ** 2
-        noise = 2.0 / (lengths**2 * epsilon**2)
-        prev_dev = np.concatenate(([np.nan] if previous is None else [previous[0]], deviation[:-1]))
-        prev_noise = np.concatenate(([np.nan] if previous is None else [previous[1]], noise[:-1]))
-        stops = (ls != j) & (deviation - prev_dev >= prev_noise - tail)
-        hit = np.flatnonzero(stops)
-        end = int(hit[0]) if hit.size else len(ls)
-        if end:
-            best = min(best, float(np.min(deviation[:end] + noise[:end])))
+        deviation_v = (value - (p[ls + 1] - head) / lengths) ** 2
+        noise_v = 2.0 / (lengths**2 * epsilon**2)
+        prev_dev = np.concatenate(([last_dev], deviation_v[:-1]))
+        prev_noise = np.concatenate(([last_noise], noise_v[:-1]))
+        hit = np.flatnonzero(deviation_v - prev_dev >= prev_noise - tail)
+        cut = int(hit[0]) if hit.size else len(ls)
+        if cut:
+            best = min(best, float(np.min(deviation_v[:cut] + noise_v[:cut])))
         if hit.size:
             break
-        previous = (float(deviation[-1]), float(noise[-1]))
+        last_dev, last_noise = float(deviation_v[-1]), float(noise_v[-1])
         start = stop
     return best
 
@@ -106,11 +136,20 @@ def greedy_clusters(values: FloatArray, epsilon: float) -> list[tuple[int, int]]
     n = x.size
     p = np.concatenate(([0.0], np.cumsum(x)))
     pp = np.concatenate(([0.0], np.cumsum(x * x)))
+    prefix, squares, values = p.tolist(), pp.tolist(), x.tolist()
+    # where each run of equal values ends, used where the means are exact: whole numbers, or
+    # zeros (adding 0.0 leaves a prefix sum unchanged)
+    exact = bool(np.all(x == np.round(x))) and float(np.abs(x).sum()) < 2.0**52
+    starts = np.flatnonzero(np.diff(x) != 0) + 1
+    ends = np.append(starts, n)
+    run_ends = (ends[np.searchsorted(starts, np.arange(n), side="right")]).tolist()
     groups: list[tuple[int, int]] = []
     i = 0
     for j in range(1, n):
-        joined = _group_error(p, pp, i, j, epsilon)
-        apart = _group_error(p, pp, i, j - 1, epsilon) + _best_new_group(p, float(x[j]), j, epsilon)
+        joined = _group_error(prefix, squares, i, j, epsilon)
+        apart = _group_error(prefix, squares, i, j - 1, epsilon) + _best_new_group(
+            p, prefix, values[j], j, epsilon, run_ends[j] if exact or values[j] == 0.0 else 0
+        )
         if joined >= apart:
             groups.append((i, j))
             i = j
