@@ -6,8 +6,8 @@ With ``epsilon_1 = ratio * epsilon`` and ``epsilon_2 = epsilon - epsilon_1``:
 1. *Noisy counts.* Every cell (1-D, or the cells of any grid flattened in C order) gets discrete
    Laplace noise of scale ``Delta / epsilon_1`` (the "cells" measurement).
 2. *Threshold.* Noisy counts at or below ``eta ln(n) / epsilon_1`` (n cells) are set to 0: an empty
-   cell's noise exceeds it with probability ``n^-eta / 2`` only, so sparse regions become one
-   cluster of zeros.
+   cell's noise exceeds it with probability ``n^-eta / 2`` only (``n^(-eta/2) / 2`` under
+   ``replace``, whose noise is twice as wide), so sparse regions become one cluster of zeros.
 3. *Sort and cluster.* The thresholded counts are sorted and cut greedily into contiguous groups
    of the sorted order (:func:`greedy_clusters`): a group is closed before the next value when
    keeping it costs more than starting afresh, with the paper's error of a group ``G`` as its sum
