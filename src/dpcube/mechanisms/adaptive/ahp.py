@@ -1,5 +1,6 @@
 """AHP: noisy counts, sort, threshold, cluster, average (Zhang, Chen, Xu, Meng, Xie, "Towards
-Accurate Histogram Publication under Differential Privacy", SDM 2014, Algorithm 1).
+Accurate Histogram Publication under Differential Privacy", SDM 2014; section numbers are not
+cited here: the steps follow the paper's algorithm listing and its clustering rule).
 
 With ``epsilon_1 = ratio * epsilon`` and ``epsilon_2 = epsilon - epsilon_1``:
 
@@ -13,7 +14,7 @@ With ``epsilon_1 = ratio * epsilon`` and ``epsilon_2 = epsilon - epsilon_1``:
    keeping it costs more than starting afresh, with the paper's error of a group ``G`` as its sum
    of squared deviations from its mean plus the noise its average will carry,
    ``SSE(G) + 2 / (|G| epsilon_2^2)``, and the least error of a new group starting at the value
-   (the paper's ``err*`` with its early stop, Sec. 4.2). Steps 2-3 read only the noisy counts:
+   (the paper's ``err*`` with its early stop). Steps 2-3 read only the noisy counts:
    post-processing.
 4. *Group sums.* Each group's true sum gets discrete Laplace noise of scale ``Delta / epsilon_2``
    (the "group sums" measurement; the groups are disjoint, so one record changes one sum, or two
@@ -70,7 +71,7 @@ def _best_new_group(
 ) -> float:
     """The paper's ``err*(x_j)``: the least ``(x_j - mean(x_j..x_l))^2 + 2 / (len^2 eps^2)`` over
     groups ``j..l`` starting at ``j``, scanning ``l`` upwards until the squared deviation grows
-    by at least what the noise term can still fall (SDM 2014, Sec. 4.2, the early stop).
+    by at least what the noise term can still fall (the paper's early stop).
 
     ``p``: the zero-padded prefix sums (``prefix``: the same as Python floats). The first
     :data:`_SCALAR` lengths are scanned one at a time (the stop usually comes within a few), the

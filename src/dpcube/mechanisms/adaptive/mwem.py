@@ -1,6 +1,7 @@
 """MWEM: multiplicative weights and the exponential mechanism on a workload (Hardt, Ligett,
 McSherry, "A Simple and Practical Algorithm for Differentially Private Data Release", NIPS 2012,
-Algorithm 1 with the improvements of its Sec. 3.3).
+Algorithm 1 with the practical improvement its experiments use: every past measurement re-used
+in the multiplicative-weights updates).
 
 The queries are the workload's counting queries over boxes of the grid (:mod:`.queries`). With
 ``N`` the total (public if ``total`` is given, else measured: below), the estimate ``A`` starts
@@ -15,8 +16,8 @@ uniform, ``N / n`` on every cell, and each of ``T = rounds`` rounds spends ``eps
 2. *Measure*: the chosen query's true answer plus discrete Laplace noise of scale
    ``1 / ((1 - selection_share) epsilon_r)`` (one query, L1 sensitivity 1).
 3. *Multiplicative weights*: ``A(i) <- A(i) exp(q(i) (m - q(A)) / (2N))``, renormalised to ``N``,
-   cycled ``update_rounds`` times over every measurement so far (the paper's Sec. 3.3: re-using
-   past measurements), in the log domain so that no weight overflows.
+   cycled ``update_rounds`` times over every measurement so far (the paper's practical
+   improvement: re-using past measurements), in the log domain so that no weight overflows.
 
 The release is the last ``A`` (the paper's practical variant, as in its experiments, rather than
 the average of the ``A_t``).
