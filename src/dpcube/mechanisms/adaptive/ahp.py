@@ -1,6 +1,6 @@
 """AHP: noisy counts, sort, threshold, cluster, average (Zhang, Chen, Xu, Meng, Xie, "Towards
-Accurate Histogram Publication under Differential Privacy", SDM 2014; section numbers are not
-cited here: the steps follow the paper's algorithm listing and its clustering rule).
+Accurate Histogram Publication under Differential Privacy", SDM 2014: the steps of its algorithm
+and its greedy clustering rule).
 
 With ``epsilon_1 = ratio * epsilon`` and ``epsilon_2 = epsilon - epsilon_1``:
 
