@@ -130,7 +130,7 @@ def brute_force_sensitivity(
     norm: str,
 ) -> float:
     """Largest ``||f(x) - f(x')||`` over the given bases and all their neighbours."""
-    order = 1 if norm == "l1" else 2
+    order = {"l1": 1, "l2": 2, "linf": np.inf}[norm]
     worst = 0.0
     for x in bases:
         fx = np.asarray(function(x), dtype=np.float64)
