@@ -28,6 +28,7 @@ RUNNABLE = (
     "leaderboard",
     "matrix",
     "privelet",
+    "pythia_train",
     "quadtree_height",
     "spatial",
 )

@@ -34,6 +34,11 @@ the releases only, the data and the queries being fixed).
 
 Releases are seeded (``random_state``): never for publication, and no ledger is touched
 (``account=False``).
+
+The data-dependent mechanisms (DAWA, AHP, MWEM, PrivTree, AG) and ``auto --adaptive`` at DPBench's
+scales (each data set resampled to 10^3 ... 10^7 records) are scored against the hindsight oracle
+by ``python -m experiments.pythia_train``, which also fits the adaptive rule
+(experiments/docs/pythia.md).
 """
 
 from __future__ import annotations

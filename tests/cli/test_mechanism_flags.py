@@ -21,6 +21,8 @@ SPATIAL = ("ag", "htf", "kdtree", "privtree", "quadtree", "singular", "ug", "uni
 FLAG_CASES: list[tuple[str, list[str], tuple[str, ...]]] = [
     ("--strategy", ["lsa"], ("matrix",)),
     ("--workload", ["allrange"], ("auto", "dawa", "matrix", "mwem")),
+    ("--adaptive", [], ("auto",)),
+    ("--selection-epsilon", ["0.05"], ("auto",)),
     ("--method", ["bmax"], ("datacube",)),
     ("--publish", ["all"], ("datacube",)),
     ("--consistency", ["l2"], ("datacube",)),

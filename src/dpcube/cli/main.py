@@ -133,7 +133,8 @@ def cmd_release(args: argparse.Namespace) -> int:
     _configure_engine(args)
     params = coerce_params(cls, params)
     mechanism = mechanism_flags.build_mechanism(args, args.mechanism, cls, params)
-    if schema is not None and args.mechanism in mechanism_flags.PLANS_FROM_SCHEMA:
+    adaptive = bool(getattr(mechanism, "adaptive", False))
+    if schema is not None and args.mechanism in mechanism_flags.PLANS_FROM_SCHEMA and not adaptive:
         cast(Any, mechanism).choose(schema)  # plan now, before any data is read or counted
     mechanism_flags.check_input_flags(args, args.mechanism)
     if args.integer:

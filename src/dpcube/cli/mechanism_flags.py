@@ -96,6 +96,22 @@ FLAGS: tuple[MechanismFlag, ...] = (
         param="workload",
     ),
     MechanismFlag(
+        "--adaptive",
+        ("auto",),
+        "auto: choose the mechanism from noisy features of the data (total, non-zero cells, "
+        "skew; Pythia) by the shipped rule, spending --selection-epsilon of the budget on them "
+        "(the release gets the rest; one charge); without it auto plans from the schema alone",
+        param="adaptive",
+        options={"action": "store_true"},
+    ),
+    MechanismFlag(
+        "--selection-epsilon",
+        ("auto",),
+        "auto --adaptive: the part of --epsilon spent on the features (default 5 %% of it)",
+        param="selection_epsilon",
+        options={"type": float, "metavar": "E"},
+    ),
+    MechanismFlag(
         "--method",
         ("datacube",),
         "datacube: cuboid selection (default bmax)",
