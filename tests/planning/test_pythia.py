@@ -278,3 +278,19 @@ def test_cli_release_records_the_selection_and_charges_once(tmp_path, monkeypatc
     assert len(ledgers) == 1
     charges = BudgetLedger(ledgers[0]).charges()
     assert [(c.mechanism, c.epsilon) for c in charges] == [("auto", 1.0)]
+
+
+def test_a_refusing_candidate_is_named_and_its_reason_kept_for_the_curator(monkeypatch) -> None:
+    # "census-hierarchy" is registered but takes a group-size table, not a histogram: it is left
+    # out before the charge; the manifest names it, the reason (which may quote the input) goes to
+    # the curator log only
+    tree = {"ranking": ["census-hierarchy", "identity"], "rows": 0}
+    rule = SelectionRule("with-refusal", 1, {"1": tree, "2": tree})
+    monkeypatch.setattr(auto_module.SelectionRule, "shipped", classmethod(lambda cls: rule))
+    hist = Histogram(line(16), np.arange(16))
+    release = AutoMechanism(1.0, workload="allrange", adaptive=True).release(
+        hist, random_state=1, account=False
+    )
+    sel = release.metadata.report["selection"]
+    assert sel["chosen"] == "identity" and sel["not_applicable"] == ["census-hierarchy"]
+    assert set(release.curator_log["auto_adaptive_not_applicable"]) == {"census-hierarchy"}

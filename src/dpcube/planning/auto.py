@@ -333,13 +333,16 @@ class AutoMechanism(Mechanism):
             "rule_inputs": {k: round(v, 6) for k, v in inputs.items()},
             "ranking": ranking,
             "candidates": sorted(ready),
-            "not_applicable": refused,
+            # the names only: a refusal's message may quote the input (it goes to the curator log)
+            "not_applicable": sorted(refused),
             "chosen": name,
         }
         release.metadata.report["selected_by"] = "auto --adaptive"
         release.metadata.report["selection"] = self.selection_
         log = dict(getattr(prepared, "report", {}) or {})
         log.update(release.curator_log)
+        if refused:
+            log["auto_adaptive_not_applicable"] = refused
         release.curator_log = log
         return release
 
