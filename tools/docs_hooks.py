@@ -73,6 +73,7 @@ API_GROUPS: dict[str, tuple[str, ...]] = {
         "Privelet",
         "PriveletPlus",
         "MatrixMechanism",
+        "DAWA",
         "DataCube",
         "CubeSource",
         "CensusHierarchy",

@@ -22,6 +22,7 @@ _EXPORTS: dict[str, str] = {
     "Mechanism": "dpcube.mechanisms.base",
     "Identity": "dpcube.mechanisms.identity",
     "MatrixMechanism": "dpcube.mechanisms.matrix.mechanism",
+    "DAWA": "dpcube.mechanisms.matrix.dawa",
     "CensusHierarchy": "dpcube.mechanisms.census",
     "GroupSizeTable": "dpcube.mechanisms.census",
     "group_sizes": "dpcube.mechanisms.census",

@@ -19,6 +19,7 @@ from typing import Any
 MECHANISMS: dict[str, str] = {
     "identity": "dpcube.mechanisms.identity:Identity",
     "matrix": "dpcube.mechanisms.matrix.mechanism:MatrixMechanism",
+    "dawa": "dpcube.mechanisms.matrix.dawa:DAWA",
     "htf": "dpcube.mechanisms.spatial.htf:HTF",
     "ug": "dpcube.mechanisms.spatial.grids:UniformGrid",
     "ag": "dpcube.mechanisms.spatial.grids:AdaptiveGrid",

@@ -90,7 +90,7 @@ FLAGS: tuple[MechanismFlag, ...] = (
     ),
     MechanismFlag(
         "--workload",
-        ("matrix", "auto"),
+        ("matrix", "dawa", "auto"),
         "workload spec (allrange:1024, marginals:2:8x8, with the schema's grid allrange, "
         "prefix, marginals:K, upto:K; as dpcube plan) or JSON/CSV file",
         param="workload",
@@ -452,6 +452,7 @@ def _census(
 INPUTS: dict[str, str] = {
     "identity": "histogram",
     "matrix": "histogram",
+    "dawa": "histogram",
     "privelet": "histogram",
     "privelet-plus": "histogram",
     "auto": "histogram",
