@@ -32,6 +32,8 @@ MECHANISMS: dict[str, str] = {
     "census-hierarchy": "dpcube.mechanisms.census.mechanism:CensusHierarchy",
     "privelet": "dpcube.mechanisms.privelet.mechanism:Privelet",
     "privelet-plus": "dpcube.mechanisms.privelet.mechanism:PriveletPlus",
+    "ahp": "dpcube.mechanisms.adaptive.ahp:AHP",
+    "mwem": "dpcube.mechanisms.adaptive.mwem:MWEM",
     "auto": "dpcube.planning.auto:AutoMechanism",
 }
 

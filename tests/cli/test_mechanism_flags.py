@@ -20,7 +20,7 @@ SPATIAL = ("ag", "htf", "kdtree", "privtree", "quadtree", "singular", "ug", "uni
 #: here, not read from the table, so that the test states what the command line must do).
 FLAG_CASES: list[tuple[str, list[str], tuple[str, ...]]] = [
     ("--strategy", ["lsa"], ("matrix",)),
-    ("--workload", ["allrange"], ("auto", "dawa", "matrix")),
+    ("--workload", ["allrange"], ("auto", "dawa", "matrix", "mwem")),
     ("--method", ["bmax"], ("datacube",)),
     ("--publish", ["all"], ("datacube",)),
     ("--consistency", ["l2"], ("datacube",)),

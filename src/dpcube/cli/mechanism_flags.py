@@ -90,7 +90,7 @@ FLAGS: tuple[MechanismFlag, ...] = (
     ),
     MechanismFlag(
         "--workload",
-        ("matrix", "dawa", "auto"),
+        ("matrix", "dawa", "mwem", "auto"),
         "workload spec (allrange:1024, marginals:2:8x8, with the schema's grid allrange, "
         "prefix, marginals:K, upto:K; as dpcube plan) or JSON/CSV file",
         param="workload",
@@ -455,6 +455,8 @@ INPUTS: dict[str, str] = {
     "dawa": "histogram",
     "privelet": "histogram",
     "privelet-plus": "histogram",
+    "ahp": "histogram",
+    "mwem": "histogram",
     "auto": "histogram",
     "datacube": "cube",
     "census-hierarchy": "census",

@@ -165,7 +165,8 @@ class SensitivityClaim:
     """A deterministic measurement ``function(counts) -> vector`` and its declared sensitivity.
 
     The noise added to the measurement is calibrated so that a change of ``declared`` in the
-    ``norm`` ("l1" or "l2") between neighbouring inputs costs the claimed privacy. ``tight`` says
+    ``norm`` ("l1" or "l2"; "linf" for the scores of an exponential mechanism, each of which may
+    move by ``declared``) between neighbouring inputs costs the claimed privacy. ``tight`` says
     the bound is attained (the conformance suite then checks equality, not just the bound).
     """
 
