@@ -114,7 +114,7 @@ def histogram(
     dataset: str | None = None,
     show_values: bool = False,
     privacy_unit: str | None = None,
-    max_rows_per_unit: int | None = None,
+    max_rows_per_unit: int | str | None = None,
     max_cells_per_unit: int | None = None,
     max_rows_per_cell: int | None = None,
     bounding_seed: int | float | str | None = None,
