@@ -56,7 +56,7 @@ def flights(sizes: list[int], seed: int = 0) -> pd.DataFrame:
 def exact_bins(sizes: list[int], bits: int = 10) -> tuple[list[int], list[int]]:
     counts, rows = [0] * (bits + 1), [0] * (bits + 1)
     for n in sizes:
-        b = min(int(math.floor(math.log2(n))), bits)
+        b = min(n.bit_length() - 1, bits)
         counts[b] += 1
         rows[b] += min(n, 2 ** (bits + 1))
     return counts, rows
