@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from dpcube.cli.main import main
+from dpcube.privacy.samplers import discrete_laplace_variance
 
 SCHEMA = {
     "attributes": [
@@ -29,15 +30,17 @@ def plan(capsys: pytest.CaptureFixture[str], tmp_path: Path, *extra: str) -> tup
 def test_the_error_at_each_k_is_k_times_the_rows(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """Laplace noise scales with the L1 sensitivity K: each mechanism's RMSE at K is K times
-    its RMSE at K = 1 (the data-independent mechanisms; to the printed 4 digits)."""
+    """The identity mechanism's noise is discrete Laplace of scale K / epsilon: its error at
+    K = 50 is the variance at scale 50 over that at scale 1 times the error at K = 1 (about
+    2500 / 0.92: the discrete variance at scale 1 is 1.84, not 2)."""
     code, out, err = plan(capsys, tmp_path, "--max-rows-per-unit", "1,5,10,50", "--json")
     assert code == 0, err
     by_k = json.loads(out)["by_max_rows_per_unit"]
     assert sorted(by_k, key=int) == ["1", "5", "10", "50"]
     one = {c["label"]: c["expected_error"] for c in by_k["1"]["candidates"]}
     fifty = {c["label"]: c["expected_error"] for c in by_k["50"]["candidates"]}
-    assert fifty["identity(laplace)"] == pytest.approx(50**2 * one["identity(laplace)"])
+    ratio = float(discrete_laplace_variance(50.0) / discrete_laplace_variance(1.0))
+    assert fifty["identity(laplace)"] == pytest.approx(ratio * one["identity(laplace)"])
     code, out, err = plan(capsys, tmp_path, "--max-rows-per-unit", "1,5,10,50")
     assert code == 0 and "K=50" in out and "no budget spent" in out
     assert "identity" in out
