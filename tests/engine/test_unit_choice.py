@@ -305,3 +305,24 @@ def test_spark_bins_the_units_and_counts_the_candidates_as_duckdb(spark: Any) ->
     assert duck.unit_sizes.counts.tolist() == exact_bins(SIZES)[0]
     for k in duck.at_bound:
         np.testing.assert_array_equal(duck.at_bound[k].counts, spk.at_bound[k].counts)
+
+
+@pytest.mark.parametrize(
+    "mechanism",
+    [
+        lambda: dpcube.Privelet(1.0),
+        lambda: dpcube.AutoMechanism(1.0, workload="marginals:1"),
+    ],
+    ids=["privelet", "auto"],
+)
+def test_other_histogram_mechanisms_choose_k_too(mechanism: Any, tmp_path: Path) -> None:
+    sizes = [int(s) for s in np.random.default_rng(4).integers(20, 120, 300)]
+    h = dpcube.histogram(
+        flights(sizes), SCHEMA, privacy_unit="tailnum", max_rows_per_unit="auto", dataset="f"
+    )
+    ledger = BudgetLedger(tmp_path / "ledger.json")
+    ledger.set_total(1.0)
+    release = mechanism().release(h, ledger=ledger)
+    assert ledger.spent().epsilon == pytest.approx(1.0) and len(ledger.charges()) == 1
+    unit = release.metadata.privacy_unit
+    assert isinstance(unit, dict) and unit["chosen_privately"]["epsilon"] == pytest.approx(0.1)
