@@ -326,3 +326,20 @@ def test_other_histogram_mechanisms_choose_k_too(mechanism: Any, tmp_path: Path)
     assert ledger.spent().epsilon == pytest.approx(1.0) and len(ledger.charges()) == 1
     unit = release.metadata.privacy_unit
     assert isinstance(unit, dict) and unit["chosen_privately"]["epsilon"] == pytest.approx(0.1)
+
+
+def test_too_few_units_give_k_1_and_no_share_rather_than_a_false_zero() -> None:
+    """120 units of 50 rows at a selection epsilon of 0.01: the threshold is
+    ln(11 / 0.05) / 0.01 = 539 units, which no bin reaches (120 units plus noise of scale 100
+    passes it with probability about exp(-4.2) = 1.5%; seeded here)."""
+    counts = np.zeros(11, dtype=np.int64)
+    counts[5] = 120
+    choice = choose_max_rows_per_unit(
+        UnitSizeBins(counts, counts * 50),
+        epsilon=0.01,
+        share=0.1,
+        neighbour="add_remove",
+        noise_per_row=1.0,
+        source=SeededRandomSource(0),
+    )
+    assert choice.max_rows_per_unit == 1 and choice.rows_dropped_share is None

@@ -216,11 +216,17 @@ def cmd_release(args: argparse.Namespace) -> int:
     chosen = f"{used} (chosen by --mechanism auto)" if used != args.mechanism else used
     print(f"released {args.data} with {chosen} (epsilon={args.epsilon}) to {out}")
     if chosen_bound:
+        dropped = chosen_bound["rows_dropped_share_noisy"]
         print(
             f"max rows per unit: K={chosen_bound['chosen_max_rows_per_unit']} chosen privately "
             f"with epsilon={chosen_bound['epsilon']:.6g} ({chosen_bound['share_of_epsilon']:.0%} "
-            f"of {args.epsilon}); noisy share of rows dropped: "
-            f"{chosen_bound['rows_dropped_share_noisy']:.1%} (an estimate inside the guarantee)"
+            f"of {args.epsilon}); "
+            + (
+                f"noisy share of rows dropped: {dropped:.1%} (an estimate inside the guarantee)"
+                if dropped is not None
+                else "share of rows dropped not estimated: no size of unit was common enough "
+                "to show through the noise (too few units for this epsilon; K=1, the least noise)"
+            )
         )
     print(
         f"budget left for this data set: epsilon={left.epsilon:.6g}"

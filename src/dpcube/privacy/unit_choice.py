@@ -38,7 +38,9 @@ the data, so it is chosen from a noisy summary of it, inside the guarantee:
    table of many cells (much noise per row) gets a small K. Ties go to the smaller K.
 5. **The share of rows dropped** at the chosen K is ``dropped(K) / sum_b c_b m_b`` from the
    same noisy counts, clipped to [0, 1]: a noisy figure inside the same guarantee, no further
-   budget (an estimate: step 3's bin approximation applies to it).
+   budget (an estimate: step 3's bin approximation applies to it). When no bin reaches the
+   threshold (too few units for this epsilon), nothing is estimated: the share is None and K
+   is 1 (every estimate of rows dropped is 0, so the least noise wins).
 
 The selection spends :data:`DEFAULT_SELECTION_SHARE` of the release's epsilon (see its comment);
 the mechanism gets the rest, and the ledger is charged once for both.
@@ -114,7 +116,9 @@ class BoundChoice:
     max_rows_per_unit: int
     epsilon: float
     share: float
-    rows_dropped_share: float
+    #: None when no bin's noisy count reached the threshold (too few units for the noise at this
+    #: epsilon to say anything; K is then 1, the least noise).
+    rows_dropped_share: float | None
     candidates: tuple[int, ...]
     estimated_error: tuple[float, ...]
 
@@ -195,7 +199,7 @@ def choose_max_rows_per_unit(
     error = dropped + np.array(ks, dtype=np.float64) * noise_per_row
     best = int(np.argmin(error))  # the first of equal errors: the smaller K
     total = float(np.sum(counts * bin_middles(bins.bits)))
-    share_dropped = min(max(float(dropped[best]) / total, 0.0), 1.0) if total > 0 else 0.0
+    share_dropped = min(max(float(dropped[best]) / total, 0.0), 1.0) if total > 0 else None
     return BoundChoice(
         max_rows_per_unit=ks[best],
         epsilon=epsilon,
