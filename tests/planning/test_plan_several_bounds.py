@@ -53,3 +53,11 @@ def test_several_k_are_refused_with_a_target_error(
     assert code == 2 and "one whole-number --max-rows-per-unit" in err
     code, _, err = plan(capsys, tmp_path, "--max-rows-per-unit", "1,x")
     assert code == 2 and "--max-rows-per-unit" in err
+
+
+def test_auto_shows_the_candidates_of_the_private_choice(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, out, err = plan(capsys, tmp_path, "--max-rows-per-unit", "auto", "--json")
+    assert code == 0, err
+    assert list(json.loads(out)["by_max_rows_per_unit"]) == [str(2**j) for j in range(11)]
