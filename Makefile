@@ -24,6 +24,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check src experiments tests benchmarks examples tools
 	$(BIN)/ruff format --check src experiments tests benchmarks examples tools
 	$(BIN)/lint-imports
+	$(BIN)/python tools/import_layers.py
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

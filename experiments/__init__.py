@@ -23,6 +23,7 @@ RUNNABLE = (
     "coverage_shift",
     "coverage_worlds",
     "datacube",
+    "integer",
     "leaderboard",
     "matrix",
     "privelet",

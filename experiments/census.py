@@ -1,15 +1,16 @@
-"""``python -m experiments.census``: the paper's Figures 7-9 and Table 7 (spec section 3).
+"""``python -m experiments.census``: the paper's Figures 7-9 and Table 7 (Fioretto, Van Hentenryck and
+Zhu, AI 2021, Sec. 11).
 
 Data sets: (a) the synthetic census stand-in (``--scale``), (b) IPUMS CPS households
 (nation -> 51 states, sizes 1..7+ from the person records), (c) a taxi-like set from the NIST
 Chicago taxi trips: a group is a (company, shift) pair, its size the number of its trips, its
-leaf the community area of most pickups (spec 3.2), under city -> 9 sides -> community areas.
+leaf the community area of most pickups, under city -> 9 sides -> community areas.
 
 Outputs under ``--out``: ``census_runs.csv`` (one row per data set, method, epsilon, seed),
 ``census_table7.csv`` (means per level with ``<column>_se`` standard errors over the seeds),
 ``census_scaling.csv`` (runtime vs k, with the solver, its status and objective), PNG plots.
 
-``--full`` runs the spec's 10 seeds (quick default: 3); the relaxed programs run on Clarabel
+``--full`` runs 10 seeds (quick default: 3); the relaxed programs run on Clarabel
 (``--qp-solver highs`` for the active-set cross-check); ``qip`` / ``qip_cumulative`` are the exact
 programs M_H / M_C as HiGHS MIPs (Figure 7; add them to ``--methods`` at small k).
 """
@@ -42,7 +43,7 @@ SIDES = {
 }  # fmt: skip
 METHODS = ("qp", "dp", "qp_cumulative", "cdp_approx", "cdp", "topdown")
 #: Who makes G public for the paper's data sets: the benchmark, reproducing the paper's setting.
-PAPER_SETTING = "the paper's setting (G public, spec section 1.1), reproduced by the benchmark"
+PAPER_SETTING = "the paper's setting (G public), reproduced by the benchmark"
 #: Columns of the solver's own figures copied from a release's metadata into a run row.
 SOLVER_FIELDS = ("solver", "solver_status", "solver_seconds", "relaxed_objective", "objective", "mip_bound", "mip_certified")  # fmt: skip
 
@@ -156,9 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         help="seeds run are first-seed .. first-seed + seeds - 1 (to split a --full run)",
     )
-    p.add_argument(
-        "--full", action="store_true", help="the spec's repetition count (10 seeds; section 3.1)"
-    )
+    p.add_argument("--full", action="store_true", help="the full repetition count (10 seeds)")
     p.add_argument("--qp-solver", default="clarabel", choices=("clarabel", "highs"))
     p.add_argument(
         "--qp-tolerance", type=float, default=1e-8, help="Clarabel's gap/feasibility tolerance"
@@ -311,7 +310,7 @@ def table7_markdown(summary: Any) -> str:
 
 
 def plan(args: argparse.Namespace) -> tuple[int, str]:
-    """Seeds per setting: ``--seeds`` if given, else 10 with ``--full`` (spec 3.1), else 3.
+    """Seeds per setting: ``--seeds`` if given, else 10 with ``--full``, else 3.
 
     >>> plan(argparse.Namespace(seeds=None, full=True))[0]
     10

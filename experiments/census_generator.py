@@ -1,8 +1,9 @@
-"""A census-like synthetic stand-in (spec 3.2 [G]): the project's own, seeded generator.
+"""A census-like synthetic stand-in for the US Census data of Fioretto et al. (AI 2021, Sec. 11),
+which is not public: the project's own, seeded generator.
 
 52 states and 3,144 counties; county household totals heavy-tailed (log-normal); household-size
 shares (0.27, 0.33, 0.16, 0.13, 0.06, 0.03, 0.01, ...) continued by a geometric tail with the
-ratio rho = n_7 / n_6 (spec 4.19) up to k; plus sparse outliers (a few per state, sizes uniform
+ratio rho = n_7 / n_6 up to k; plus sparse outliers (a few per state, sizes uniform
 in [8, k]). At ``scale=1`` about 117.6M groups and ~305M persons. Results on it are labelled
 "synthetic stand-in". The person-level form is produced inside DuckDB (:func:`persons_sql`), so
 the persons never reach Python.

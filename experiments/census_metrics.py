@@ -1,4 +1,5 @@
-"""The PGSR checks (spec 1.4) and the error metrics of the experiments (spec 3.3)."""
+"""The PGSR checks (consistency, validity, faithfulness: Fioretto, Van Hentenryck and Zhu, AI 2021)
+and the error metrics of their experiments (Sec. 11)."""
 
 from __future__ import annotations
 

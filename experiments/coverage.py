@@ -31,8 +31,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpcube import registry
+from dpcube.files import write_atomic
 from dpcube.histogram import Histogram
-from dpcube.release.base import write_atomic
 from dpcube.release.cells import box_sums, prefix_sums
 from dpcube.release.uncertainty import answer_uncertainty
 

@@ -51,8 +51,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from dpcube.files import write_atomic
 from dpcube.histogram import Histogram
-from dpcube.release.base import write_atomic
 from dpcube.release.cells import box_sums, prefix_sums
 from dpcube.release.uncertainty import answer_uncertainty
 

@@ -1,28 +1,28 @@
 """``python -m experiments.datacube``: the experiments of "Differentially Private Data Cubes".
 
-Ding, Winslett, Han, Li, SIGMOD 2011, section 6 (spec ``dp-data-cubes.md`` section 7):
+Ding, Winslett, Han, Li, SIGMOD 2011, section 6:
 ``python -m experiments.datacube --data-dir DIR --out OUT``.
 
-Every experiment publishes all 2^d cuboids (spec 7.2) and reports, per method, the *max* and
+Every experiment publishes all 2^d cuboids (as the paper's Sec. 6) and reports, per method, the *max* and
 *average cuboid error* (the cuboid error is the mean absolute error over all cells of the cuboid's
-full domain). Methods: All, AllC, Base, BMax, BMaxC, PMost, PMostC (spec 6); a method and its "C"
+full domain). Methods: All, AllC, Base, BMax, BMaxC, PMost, PMostC (Sec. 6); a method and its "C"
 version post-process the same noisy cells. The code path is the mechanism's own
 (:func:`dpcube.mechanisms.datacube.mechanism.measure` / ``estimate``), so the noise is the exact
 discrete Laplace of the release.
 
-- ``I``: Adult (8 dims), epsilon in 0.25 .. 2 (spec A10);
+- ``I``: Adult (8 dims), epsilon in 0.25 .. 2;
 - ``II``: PMost / PMostC with theta0 = 0.1 .. 1.0 theta' (and the precise-cuboid counts);
 - ``III``: max cuboid error by cuboid dimensionality m = 0 .. 8 (Adult, epsilon = 1);
 - ``IV``: Adult's first 6 .. 10 dims (two synthetic dims of cardinality 4 appended);
 - ``V``: synthetic tables with 7 dims of equal cardinality 2 .. 10 (10^8 rows, drawn as a
-  multinomial of the base cells, spec A20);
+  multinomial of the base cells);
 - ``VI``: publishing time per phase (selection, counting with DuckDB, noise, aggregation,
   consistency) for 5 .. 10 dims;
 - ``acs``: the metrics of ``I`` (epsilon = 1) on 9 columns of the ACS person table;
 - ``budgets``: uniform vs non-uniform budgets (paper section 7.2) for BMax(C) / PMost(C) on Adult.
 
-Errors do not depend on the data (Theorem 10 (b), tested as T21), so ``IV`` and ``V`` measure them
-on an all-zero table of the same shape (the spec's reference runs do the same); ``I``-``III`` and
+Errors do not depend on the data (Theorem 10 (b), tested in tests/datacube/test_mechanism.py), so ``IV`` and ``V`` measure them
+on an all-zero table of the same shape (a reference implementation does the same); ``I``-``III`` and
 ``acs`` use the real tables. Outputs: ``<exp>.csv`` (one row per run and method, or per cuboid
 dimensionality) and ``<exp>.png`` under ``--out``.
 """
@@ -445,7 +445,7 @@ def exp_cardinality(
 
 
 def exp_budgets(cube: Cube, out: Path, seeds: int) -> list[dict[str, Any]]:
-    """Uniform vs non-uniform budgets (paper 7.2, spec 8.2) for BMax(C) and PMost(C), epsilon = 1."""
+    """Uniform vs non-uniform budgets (paper section 7.2) for BMax(C) and PMost(C), epsilon = 1."""
     rows: list[dict[str, Any]] = []
     for budget in ("uniform", "optimal"):
         for base_method in ("bmax", "pmost"):
@@ -521,7 +521,7 @@ def exp_timing(
 def lpre_timing(
     cube: Cube, seeds: int, sizes: Iterable[int] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 ) -> list[dict[str, Any]]:
-    """Fig. 9(b) (spec Exp-VI, resolution A21): on one table, the CPU seconds of noise injection
+    """Fig. 9(b) (the paper's Exp-VI): on one table, the CPU seconds of noise injection
     with aggregation (K_part) and of L2 consistency for several choices of L_pre: Base, PMost,
     BMax, All, and random sets of the given sizes that contain the base cuboid (``seeds`` draws
     of each). Every cuboid is published. The counts are the cube's (counting is not timed)."""
@@ -581,14 +581,14 @@ def lpre_summary(rows: list[dict[str, Any]]) -> dict[str, float]:
     return {"consistency_slope": float(slope), "consistency_r2": r2, "noise_spearman": float(rho)}
 
 
-#: Noise draws per experiment: quick (CI) and the spec's (A11: >= 10; >= 20 for max-error plots).
+#: Noise draws per experiment: quick (CI) and full (>= 10; >= 20 for max-error plots).
 #: Exp-VI and 9b are timings (9b's count is its random selections, not noise draws).
 QUICK_SEEDS = {"I": 2, "II": 3, "III": 5, "budgets": 5, "IV": 1, "V": 1, "VI": 1, "9b": 3, "acs": 2}
 FULL_SEEDS = {"I": 10, "II": 10, "III": 20, "budgets": 10, "IV": 10, "V": 10, "VI": 1, "9b": 3, "acs": 10}  # fmt: skip
 
 
 def plan(full: bool, explicit: int | None = None) -> dict[str, int]:
-    """Noise draws per experiment: ``--seeds`` for all if given, else the spec's with ``--full``.
+    """Noise draws per experiment: ``--seeds`` for all if given, else the full ones with ``--full``.
 
     >>> plan(True)["III"], plan(False)["III"], plan(True, 4)["I"]
     (20, 5, 4)
@@ -618,7 +618,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--full",
         action="store_true",
-        help="the spec's draws (A11): 10 per setting, 20 for Exp-III's max-error plot",
+        help="the full draws: 10 per setting, 20 for Exp-III's max-error plot",
     )
     parser.add_argument("--epsilons", default="0.25,0.5,1,2", help="Exp-I epsilon grid")
     parser.add_argument("--dims", default="6,7,8,9,10", help="Exp-IV / VI numbers of dimensions")

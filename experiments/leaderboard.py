@@ -55,8 +55,8 @@ from numpy.typing import NDArray
 
 from dpcube import progress
 from dpcube.errors import DataError, DPCubeError, UsageError
+from dpcube.files import write_atomic
 from dpcube.histogram import Histogram
-from dpcube.release.base import write_atomic
 from dpcube.release.cells import box_sums, prefix_sums
 from dpcube.schema import Schema
 from dpcube.workloads import Workload, from_boxes, prefix

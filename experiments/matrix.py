@@ -1,10 +1,10 @@
 """``python -m experiments.matrix``: the matrix-mechanism experiments (Li & Miklau 2011).
 
-Analytic parts (P = 1, ratios to svdb): the Example 3.1 table (with the corrected bound, Errata E1),
+Analytic parts (P = 1, ratios to svdb): the Example 3.1 table (with the corrected bound: the paper divides by 5.32e6 for AllRange(1024), not 6.4007e6),
 Fig 1 (LSA error vs number of levels, AllRange(512)), Fig 2 (svdb of sampled workloads), Fig 3(a)
 (AllRange on five domains of size 1024), Fig 3(b) (random ranges by coverage), Fig 3(c)
 (separation) and Fig 3(d) (generalization), with run times; the dependence of multi-dimensional
-LSA on the tie window (spec T27). Empirical part: releases on the DPBench
+LSA on the tie window. Empirical part: releases on the DPBench
 1-D and 2-D histograms, measured total squared workload error against the analytic value.
 
 ``--quick`` shrinks every domain for a smoke run; ``--full`` adds the long LSA runs
@@ -195,12 +195,12 @@ def figure_3a(
     return rows
 
 
-#: Tie windows of :func:`lsa_ties` (relative; 1e-12 is the default, the spec's tolerance).
+#: Tie windows of :func:`lsa_ties` (relative; 1e-12 is the default).
 TIE_WINDOWS = (0.0, 1e-13, 1e-12, 1e-10, 1e-9, 1e-8, 1e-6)
 
 
 def lsa_ties(out: Path, domains: Sequence[tuple[int, ...]]) -> list[dict[str, Any]]:
-    """Spec T27 check: how the multi-dimensional LSA outcome depends on the tie window.
+    """How the multi-dimensional LSA outcome depends on the tie window.
 
     Candidate splits within ``tie`` (relative) of a box's best go to the lowest (axis, cut); with
     ``tie = 0`` rounding decides between mirror-image splits. Levels, rows and error/svdb at

@@ -3,16 +3,17 @@
 - Figs. 6/7: average square error vs query coverage, Basic vs Privelet+, epsilon in
   {0.5, 0.75, 1, 1.25}; on the real census extracts (ACS persons, Brazil 2000) by releasing, and on
   the paper's own Table III domains (m ~ 1e8) by the exact closed form (the error of these
-  mechanisms does not depend on the data, spec 5.4, so the expected square error of a query is
+  mechanisms does not depend on the data (Xiao, Wang and Gehrke, ICDE 2010,
+  Thm. 3), so the expected square error of a query is
   its variance).
 - Figs. 8/9: average relative error vs query selectivity on the real data (data-dependent).
 - Figs. 10/11: computation time vs n (rows, from a Parquet file) and vs m (cells), synthetic data
   as in Sec. VII-C (2 ordinal + 2 nominal attributes of size m^(1/4), uniform tuples).
 
-Queries follow spec 8.2: 1 to 4 predicates on distinct random attributes; an ordinal predicate is
+Queries follow the paper's Sec. VII: 1 to 4 predicates on distinct random attributes; an ordinal predicate is
 the interval between two uniform end points; a nominal one is a uniform non-root node of the
 hierarchy. Queries are bucketed into five equal-count groups by rank of coverage or selectivity
-(spec 8.3). Outputs (CSV, PNG, ``summary.md``) go to ``--out``.
+(Sec. VII). Outputs (CSV, PNG, ``summary.md``) go to ``--out``.
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ METHODS: dict[str, Callable[[float], Mechanism]] = {
 
 
 def grouped_hierarchy(leaves: Sequence[str], groups: int) -> Hierarchy:
-    """Three levels: a root over ``groups`` near-equal groups of consecutive leaves (spec 8.1)."""
+    """Three levels: a root over ``groups`` near-equal groups of consecutive leaves (as the paper's
+    Sec. VII groups its nominal attributes)."""
     n = len(leaves)
     sizes = [n // groups + (1 if i < n % groups else 0) for i in range(groups)]
     tree: dict[str, list[str]] = {}
@@ -86,7 +88,7 @@ def load_acs(data_dir: Path) -> tuple[Schema, Histogram]:
     """ACS persons (acs_temporal): AGE, SEX, PUMA, INCTOT.
 
     The extract has no occupation; PUMA (181 areas) stands in for the large nominal attribute,
-    with a 3-level hierarchy of 13 groups of consecutive area codes (spec 8.1's sqrt rule).
+    with a 3-level hierarchy of 13 groups of consecutive area codes (about the square root of the number of areas).
     """
     import pandas as pd
 
@@ -162,7 +164,7 @@ def _choices(attribute: Any) -> NDArray[np.int64]:
 
 
 def random_boxes(schema: Schema, count: int, rng: np.random.Generator) -> NDArray[np.int64]:
-    """Random range-count queries of spec 8.2, as boxes (count, d, 2); single-axis attributes."""
+    """Random range-count queries of the paper's Sec. VII, as boxes (count, d, 2); single-axis attributes."""
     d = len(schema.attributes)
     shape = schema.shape
     boxes = np.zeros((count, d, 2), dtype=np.int64)
@@ -182,13 +184,13 @@ def random_boxes(schema: Schema, count: int, rng: np.random.Generator) -> NDArra
 
 
 def coverage(schema: Schema, boxes: NDArray[np.int64]) -> NDArray[np.float64]:
-    """Fraction of the cells a query covers: ``prod |S_i| / |A_i|`` (spec 8.2)."""
+    """Fraction of the cells a query covers: ``prod |S_i| / |A_i|`` (Sec. VII)."""
     sizes = boxes[:, :, 1] - boxes[:, :, 0] + 1
     return np.asarray(np.prod(sizes / np.array(schema.shape)[None, :], axis=1), dtype=np.float64)
 
 
 def quintiles(key: NDArray[np.float64], groups: int = 5) -> list[NDArray[np.int64]]:
-    """Equal-count groups by rank of ``key`` (stable sort; spec 8.3)."""
+    """Equal-count groups by rank of ``key`` (stable sort; the coverage quintiles of Sec. VII)."""
     return [np.asarray(g) for g in np.array_split(np.argsort(key, kind="stable"), groups)]
 
 
@@ -239,7 +241,7 @@ def evaluate(
 def expected_square_error(
     schema: Schema, mechanism: PriveletPlus, boxes: NDArray[np.int64]
 ) -> NDArray[np.float64]:
-    """Closed-form expected square error (= variance, spec 5.4) without data or release.
+    """Closed-form expected square error (= variance, Thm. 3) without data or release.
 
     Uses the Laplace variance ``2 lambda**2`` (continuous; the released noise differs by < 1e-5).
     """
@@ -332,7 +334,7 @@ def accuracy_table3(country: str, queries: int, seed: int) -> list[dict[str, Any
 
 
 def timing_schema(m: int) -> Schema:
-    """Sec. VII-C: 2 ordinal + 2 nominal attributes of size round(m^(1/4)) (spec 8.6)."""
+    """Sec. VII-C: 2 ordinal + 2 nominal attributes of size round(m^(1/4))."""
     k = round(m**0.25)
     leaves = [str(i) for i in range(k)]
     tree = grouped_hierarchy(leaves, max(1, round(math.sqrt(k))))
@@ -475,7 +477,7 @@ def plot_timing(path: Path, rows: Sequence[dict[str, Any]]) -> None:
 
 
 def linear_fit(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
-    """Slope and R^2 of the least-squares line through (x, y) (spec E3).
+    """Slope and R^2 of the least-squares line through (x, y) (the linear growth of Figs. 10/11).
 
     >>> linear_fit([1, 2, 3], [2, 4, 6])
     (2.0, 1.0)
@@ -489,7 +491,7 @@ def linear_fit(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
 
 
 def summarise_timing(rows: Sequence[dict[str, Any]]) -> list[str]:
-    """Linear fits of CPU time vs n and vs m for each method (Figs. 10/11, spec E3)."""
+    """Linear fits of CPU time vs n and vs m for each method (Figs. 10/11)."""
     lines = ["## timing (count from Parquet + release)", ""]
     fits = (
         ("n", "n", ("count",)),
@@ -521,7 +523,7 @@ def summarise_timing(rows: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def summarise(square: Sequence[dict[str, Any]], relative: Sequence[dict[str, Any]]) -> list[str]:
-    """Compare with the paper's claims (spec 8.5)."""
+    """Compare with the paper's claims (Sec. VII)."""
     lines = ["# Privelet experiments: summary", ""]
     for dataset in dict.fromkeys(r["dataset"] for r in square):
         lines.append(f"## {dataset}")
@@ -579,14 +581,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--full",
         action="store_true",
-        help="the spec's count (>= 5 releases per epsilon, spec 8; the default already meets it)",
+        help="the full count (>= 5 releases per epsilon; the default already meets it)",
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--datasets", default="acs,br2000,table3-brazil,table3-us")
     parser.add_argument(
         "--timing-m",
         default="22,23,24,25,26",
-        help="log2 m of the time-vs-m sweep (spec: 2^22..2^26)",
+        help="log2 m of the time-vs-m sweep (default 2^22..2^26)",
     )
     parser.add_argument(
         "--timing-n", default="1,2,3,4,5", help="millions of rows of the time-vs-n sweep"

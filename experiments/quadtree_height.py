@@ -1,7 +1,7 @@
 """``python -m experiments.quadtree_height``: the quadtree's default height against every fixed height.
 
-The height rule of spec A17 (k = floor(h/2), h = floor(log2(N~ eps / 10)), HTF's
-Eq. 10) gave errors far above the full-height tree ektelo and Cormode et al. use on the DPBench
+HTF's height rule mapped to the quadtree (k = floor(h/2), h = floor(log2(N~ eps / 10)),
+Shaham et al., SIGSPATIAL 2021, Eq. 10) gives errors far above the full-height tree ektelo and Cormode et al. use on the DPBench
 grids. For each DPBench 2-D grid (256 x 256) and epsilon, this runs :class:`QuadTree` at every
 fixed height 2..8 and reports the mean absolute error over random rectangles (the same rectangles
 for every method, ``--reps`` seeds each), the best height in hindsight (the oracle), and each rule's
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
     parser.add_argument("--quick", action="store_true", help="one small synthetic grid")
     parser.add_argument("--reps", type=int, default=None, help="seeds per height (default 3)")
-    parser.add_argument("--full", action="store_true", help="the spec's 5 seeds (htf.md A20)")
+    parser.add_argument("--full", action="store_true", help="the full count: 5 seeds")
     parser.add_argument("--queries", type=int, default=1000)
     args = parser.parse_args(argv)
     args.reps, why = repetitions("quadtree-height", args.full, args.reps)

@@ -1,19 +1,21 @@
-"""Repetition counts of the experiments: quick (CI) against the specs' (``--full``).
+"""Repetition counts of the experiments: quick (CI) against full (``--full``).
 
-Every experiment keeps its quick default for CI; ``--full`` sets the count its spec asks for.
-The spec counts, with where they come from:
+Every experiment keeps its quick default for CI; ``--full`` sets the count that reproduces a
+paper's means. None of the papers states its count, so the full counts are this project's,
+chosen so that the reported mean is stable to a few per cent:
 
-* census (Fioretto et al.): >= 10 seeds, mean +- std (``specs/hierarchical-census.md`` 3.1, 4.17);
-* data cubes (Ding et al.): >= 10 noise draws, >= 20 for the max-error plots
-  (``specs/dp-data-cubes.md`` A11); per sub-experiment, in ``datacube.QUICK_SEEDS`` /
-  ``datacube.FULL_SEEDS``;
-* spatial / HTF and the quadtree-height study: >= 5 seeds (``specs/htf.md`` A20);
-* Privelet: >= 5 releases per epsilon (``specs/privelet.md`` section 8 "decision");
+* census (Fioretto, Van Hentenryck and Zhu, AI 2021, Sec. 11: the mean and standard deviation
+  over an unstated number of instances): >= 10 seeds, mean +- std;
+* data cubes (Ding et al., SIGMOD 2011, Sec. 6): >= 10 noise draws, >= 20 for the max-error
+  plots; per sub-experiment, in ``datacube.QUICK_SEEDS`` / ``datacube.FULL_SEEDS``;
+* spatial / HTF (Shaham et al., SIGSPATIAL 2021, Sec. 5) and the quadtree-height study:
+  >= 5 seeds;
+* Privelet (Xiao, Wang and Gehrke, ICDE 2010, Sec. VII): >= 5 releases per epsilon;
 * matrix mechanism: its errors are exact expectations (no noise is drawn), so repetitions apply
   only to the random range workloads; ``--full`` there also means the long LSA runs.
 
-``coverage`` and ``leaderboard`` are the project's own experiments with no spec count; they keep
-their ``--releases`` / ``--trials`` flags and have no ``--full``.
+``coverage`` and ``leaderboard`` are the project's own experiments with no paper to reproduce;
+they keep their ``--releases`` / ``--trials`` flags and have no ``--full``.
 
 An explicit count on the command line (``--seeds 3``) wins over ``--full``, and the plan printed
 at start says which count is used and why.
@@ -25,30 +27,30 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-#: experiment -> (quick count, spec count, spec reference).
+#: experiment -> (quick count, full count, what the full count reproduces).
 SPEC_REPETITIONS: dict[str, tuple[int, int, str]] = {
-    "census": (3, 10, "hierarchical-census.md 3.1: >= 10 seeds"),
-    "spatial": (2, 5, "htf.md A20: >= 5 seeds"),
-    "quadtree-height": (3, 5, "htf.md A20: >= 5 seeds"),
-    "privelet": (5, 5, "privelet.md 8: >= 5 releases per epsilon"),
+    "census": (3, 10, "Fioretto et al.'s means and deviations: >= 10 seeds"),
+    "spatial": (2, 5, "Shaham et al.'s mean relative errors: >= 5 seeds"),
+    "quadtree-height": (3, 5, "Shaham et al.'s mean relative errors: >= 5 seeds"),
+    "privelet": (5, 5, "Xiao et al.'s average errors: >= 5 releases per epsilon"),
 }
 
 
 def repetitions(experiment: str, full: bool, explicit: int | None = None) -> tuple[int, str]:
-    """The count to run and why: an explicit count, else the spec's with ``full``, else quick.
+    """The count to run and why: an explicit count, else the full one with ``full``, else quick.
 
     >>> repetitions("census", full=False)
-    (3, 'quick (CI) count; --full runs 10 (hierarchical-census.md 3.1: >= 10 seeds)')
+    (3, "quick (CI) count; --full runs 10 (Fioretto et al.'s means and deviations: >= 10 seeds)")
     >>> repetitions("census", full=True)
-    (10, 'spec count (hierarchical-census.md 3.1: >= 10 seeds)')
+    (10, "full count (Fioretto et al.'s means and deviations: >= 10 seeds)")
     >>> repetitions("census", full=True, explicit=4)[0]
     4
     """
     quick, spec, ref = SPEC_REPETITIONS[experiment]
     if explicit is not None:
-        return explicit, f"given on the command line (spec: {spec}, {ref})"
+        return explicit, f"given on the command line (full: {spec}, {ref})"
     if full:
-        return spec, f"spec count ({ref})"
+        return spec, f"full count ({ref})"
     return quick, f"quick (CI) count; --full runs {spec} ({ref})"
 
 

@@ -1,22 +1,22 @@
 """``python -m experiments.spatial``: the HTF paper's experiments (Figures 3-6) on the data we have.
 
 Shaham et al. (SIGSPATIAL 2021) evaluate on a proprietary Los Angeles data set (3.5M points) and
-synthetic Gaussian clusters; the text reports trends only (spec 14.3-14.4). This script runs:
+synthetic Gaussian clusters; the text reports trends only (Sec. 5). This script runs:
 
 - **Fig. 3** HTF vs kd-tree (geometric / uniform budgets) by tree height, eps in {0.1, 0.3, 0.5};
 - **Fig. 4** HTF (stop counts 10, 50, 100) vs UG and AG by epsilon;
 - **Fig. 5** HTF vs quadtree (geometric / uniform) by height (x = 2k for quadtree height k);
 - **Fig. 6** all methods at eps = 0.1 with mixed workloads on every data set: an LA-like proxy,
-  the six synthetic sets G{20,50,100}-{1M,3.5M} (spec 14.1), the DPBench 2-D location grids
+  the six synthetic sets G{20,50,100}-{1M,3.5M} (Sec. 5), the DPBench 2-D location grids
   (Gowalla check-ins, Beijing and SF taxis, Twitter; 256 x 256) and the raw GeoLife points binned
   at 1024 x 1024 over their bounding box;
 - a heat map of an HTF release next to the true histogram, user-level HTF on GeoLife, and an
   ablation of HTF's partition (exact objective instead of the private search).
 
-Queries follow spec 14.2 (2,000 per workload, fixed seed, the same for every method); the error
-is the mean relative error with smoothing bound 20 (spec 12.3). Output: ``results.csv`` (one row
+Queries follow the paper's Sec. 5 (2,000 per workload, fixed seed, the same for every method); the error
+is the mean relative error with smoothing bound 20 (Sec. 5). Output: ``results.csv`` (one row
 per run), ``summary.csv`` (mean and sd over repetitions), ``fig3.png`` ... ``fig6.png``,
-``heatmap.png`` and ``checks.md`` (the spec's qualitative targets with pass/fail flags, T25).
+``heatmap.png`` and ``checks.md`` (the paper's reported trends as targets with pass/fail flags).
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ LOCATION_GRIDS = {
 def _gaussian_points(
     rng: np.random.Generator, centre: Array, sigma: float, n: int, side: int
 ) -> Array:
-    """n points ~ N(centre, sigma^2 I) inside [0, side)^2, out-of-domain points redrawn (A14)."""
+    """n points ~ N(centre, sigma^2 I) inside [0, side)^2, out-of-domain points redrawn."""
     out = np.zeros((0, 2))
     while len(out) < n:
         z = ndtri(rng.uniform(1e-12, 1 - 1e-12, size=(2 * (n - len(out)) + 16, 2)))
@@ -99,14 +99,14 @@ def _grid(points: Array, side: int) -> Array:
 
 
 def gaussian_dataset(sigma: float, n: int, seed: int, side: int = 1024) -> Array:
-    """The paper's synthetic data (spec 14.1): one cluster, centre uniform, sigma in cells."""
+    """The paper's synthetic data (Sec. 5): one cluster, centre uniform, sigma in cells."""
     rng = np.random.default_rng(seed)
     centre = rng.uniform(0, side, size=2)
     return _grid(_gaussian_points(rng, centre, sigma, n, side), side)
 
 
 def la_proxy(n: int = 3_500_000, seed: int = 2021, side: int = 1024) -> Array:
-    """An LA-like proxy (spec 14.1 [rec]): 40 clusters with Pareto weights and sigmas of 3-80
+    """An LA-like proxy for the paper's proprietary Los Angeles data: 40 clusters with Pareto weights and sigmas of 3-80
     cells around a few urban cores, plus a 5 % uniform background."""
     rng = np.random.default_rng(seed)
     cores = rng.uniform(0.2 * side, 0.8 * side, size=(5, 2))
@@ -182,7 +182,7 @@ def geolife_dataset(
 
 
 def query_boxes(shape: tuple[int, int], workload: str, count: int, seed: int) -> Array:
-    """Inclusive boxes (count, 2, 2) of the spec 14.2 generator: "random" (size uniform in
+    """Inclusive boxes (count, 2, 2) of the paper's query generator (Sec. 5): "random" (size uniform in
     {2, 6, 10} %, log2 aspect ~ U[-2, 2]) or "squareS" (S % of the area); uniform placement."""
     rng = np.random.default_rng(seed)
     rows, cols = shape
@@ -395,7 +395,8 @@ def figure5(b: Bench, F: Array, eps_values: list[float], ks: list[int]) -> None:
 
 
 def t25(b: Bench, side: int, n: int, ks: list[int]) -> list[str]:
-    """Spec T25 where it says: on the synthetic sigma = 100 set with 1M points at
+    """The paper's reproduction targets (Shaham et al., SIGSPATIAL 2021, Sec. 5), checked on the
+    synthetic sigma = 100 set with 1M points at
     eps = 0.1, MRE(HTF) below UG, below the geometric quadtree at its best height and below
     Singular; and the HTF/UG gap smaller on sigma = 20 than on sigma = 100. Returns the table."""
     mre: dict[tuple[int, str], list[float]] = {}
@@ -464,7 +465,10 @@ def t25(b: Bench, side: int, n: int, ks: list[int]) -> list[str]:
 def fig6_methods(eps: float) -> list[tuple[str, Callable[[], Any]]]:
     methods: list[tuple[str, Callable[[], Any]]] = [
         ("KdTree", lambda: KDTree(eps)),
-        ("QuadTree", lambda: QuadTree(eps, height_rule="spec")),  # spec A17's rule
+        (
+            "QuadTree",
+            lambda: QuadTree(eps, height_rule="spec"),
+        ),  # HTF's Eq. 10 mapped to the quadtree
         ("UG", lambda: UniformGrid(eps)),
         ("AG", lambda: AdaptiveGrid(eps)),
         ("PrivTree", lambda: PrivTree(eps)),
@@ -726,7 +730,7 @@ def plot(
 def checks(
     summary: list[dict[str, Any]], heights: dict[float, list[int]]
 ) -> list[tuple[str, bool | None, str]]:
-    """The spec's qualitative targets (14.4, T25) as soft checks: (claim, passed, evidence)."""
+    """The paper's reported trends (Sec. 5) as soft checks: (claim, passed, evidence)."""
     out: list[tuple[str, bool | None, str]] = []
 
     def add(claim: str, ok: bool | None, evidence: str) -> None:
@@ -886,9 +890,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--reps", type=int, default=None, help="mechanism runs (seeds) per setting (default 2)"
     )
-    parser.add_argument(
-        "--full", action="store_true", help="the spec's 5 runs per setting (htf.md A20)"
-    )
+    parser.add_argument("--full", action="store_true", help="the full count: 5 runs per setting")
     parser.add_argument("--queries", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(

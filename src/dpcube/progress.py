@@ -32,6 +32,20 @@ def _console() -> Any:
 
 _console_instance: Any = None
 
+#: The width a console writes at when stdout is not a terminal: wide enough that no table or
+#: line is ever wrapped or cut (a file or a pipe gets every row whole, one line each).
+UNWRAPPED_WIDTH = 1 << 16
+
+
+def stdout_console() -> Any:
+    """A rich console on stdout: the terminal's width on a terminal; elsewhere (a pipe, a
+    file) never wrapped (:data:`UNWRAPPED_WIDTH`, soft wrap: a line is written as it is)."""
+    from rich.console import Console
+
+    if sys.stdout.isatty():
+        return Console()
+    return Console(width=UNWRAPPED_WIDTH, soft_wrap=True)
+
 
 def enable(on: bool | None = None) -> None:
     """Turn progress display on (default: when stderr is a terminal)."""

@@ -1,15 +1,19 @@
 """The query text language of ``--where`` (the command line) and ``where=`` (the HTTP service
-and its explorer page): ``attr=lo..hi, attr=Category, loc=lat0..lat1:lon0..lon1, attr=#i..j``, or a JSON
-object, read into the Python API's query dict (:meth:`dpcube.schema.Schema.box` reads that).
+and its explorer page): ``attr=lo..hi, attr=Category, attr in (A, B), loc=lat0..lat1:lon0..lon1,
+attr=#i..j``, or a JSON object, read into the Python API's query dict
+(:meth:`dpcube.schema.Schema.box` reads that).
 
-Values are inclusive and in the attribute's unit; ``#`` names bins by number. The text says
-nothing about a schema: an unknown attribute or a value outside the domain is refused later, by
-the release that answers the query.
+Values are inclusive and in the attribute's unit; ``#`` names bins by number; ``attr in (A, B)``
+is the set of categories (or hierarchy nodes) ``{"in": ["A", "B"]}``, while ``attr=A..B`` is the
+range of categories from A to B in the schema's order. The text says nothing about a schema: an
+unknown attribute or a value outside the domain is refused later, by the release that answers
+the query.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from dpcube.errors import QueryError, UsageError
@@ -83,12 +87,54 @@ def _no_repeats(names: list[str]) -> None:
         seen.add(name)
 
 
+#: ``attr in (A, B, ...)``: a set of categories.
+_SET = re.compile(r"^\s*(?P<name>[^=()]*?)\s+in\s*\((?P<members>.*)\)\s*$", re.DOTALL)
+
+
+def _parts(text: str) -> list[str]:
+    """``text`` split at the commas outside parentheses (a set ``(A, B)`` is one part)."""
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            if depth == 0:
+                raise QueryError(f"--where has a ')' without its '(' in {text!r}")
+            depth -= 1
+        elif char == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    if depth:
+        raise QueryError(f"--where has a '(' without its ')' in {text!r}")
+    parts.append(text[start:])
+    return parts
+
+
+def _set(part: str) -> tuple[str, dict[str, list[str]]] | None:
+    """``attr in (A, B)`` as ``("attr", {"in": ["A", "B"]})``; None for any other part."""
+    match = _SET.match(part)
+    if match is None:
+        return None
+    name = match["name"].strip()
+    members = [m.strip() for m in match["members"].split(",")]
+    if not name or not members or any(not m for m in members):
+        raise QueryError(
+            f"--where part {part.strip()!r}: a set is 'attribute in (A, B, ...)' with at least "
+            "one category and no empty one"
+        )
+    return name, {"in": members}
+
+
 def parse_where(text: str) -> dict[str, Any]:
-    """A query from JSON or from ``attr=lo..hi, attr=Category, loc=lat0..lat1:lon0..lon1``;
-    ``attr=#i..j`` names bins by number. Values are inclusive, in the attribute's unit.
+    """A query from JSON or from ``attr=lo..hi, attr=Category, attr in (A, B),
+    loc=lat0..lat1:lon0..lon1``; ``attr=#i..j`` names bins by number. Values are inclusive, in
+    the attribute's unit. ``attr=A..B`` is the *range* of categories A to B in the schema's
+    order; ``attr in (A, B)`` the *set* of A and B.
 
     >>> parse_where("age=18..64, sex=F, income=#3..5")
     {'age': [18, 64], 'sex': 'F', 'income': {'bins': [3, 5]}}
+    >>> parse_where("carrier in (UA, DL), month=1..3")
+    {'carrier': {'in': ['UA', 'DL']}, 'month': [1, 3]}
     >>> parse_where("loc=33.9..34.1:-118.3..-118.1, size=1")
     {'loc': [[33.9, 34.1], [-118.3, -118.1]], 'size': '1'}
     >>> parse_where('{"age": [0, 17]}')
@@ -111,10 +157,18 @@ def parse_where(text: str) -> dict[str, Any]:
         _no_repeats(list(_json_keys(text)))
         return value
     query: dict[str, Any] = {}
-    for part in text.split(","):
+    for part in _parts(text):
+        found = _set(part)
+        if found is not None:
+            _no_repeats([*query, found[0]])
+            query[found[0]] = found[1]
+            continue
         name, sep, value = part.partition("=")
         if not sep:
-            raise QueryError(f"--where part {part.strip()!r} must look like attribute=value")
+            raise QueryError(
+                f"--where part {part.strip()!r} must look like attribute=value or "
+                "attribute in (A, B)"
+            )
         _no_repeats([*query, name.strip()])
         query[name.strip()] = _constraint(value)
     return query

@@ -1,7 +1,13 @@
 """Names of the pluggable parts, mapped to where they live (imported on first use).
 
 Add one line here when you add a mechanism, a release kind, a variance model or a
-sub-command; the CLI, ``load_release`` and the conformance suite read these maps.
+sub-command; the CLI, ``load_release``, the bootstrap and the conformance suite read these maps.
+
+The maps hold strings and this module imports nothing of dpcube, so it sits at the bottom layer
+(docs/architecture.md): a release turns the names its manifest stores (its kind, its variance
+model, the mechanism that made it) back into classes here without importing the layers above it.
+A class is imported only when its name is resolved, which also keeps ``dpcube --version`` from
+loading any mechanism.
 """
 
 from __future__ import annotations
@@ -50,7 +56,7 @@ COMMANDS: dict[str, str] = {
     "export": "dpcube.cli.export:register",
     "audit": "dpcube.cli.audit:register",
     "serve": "dpcube.serve.cli:register",
-    "report": "dpcube.report.cli:register",
+    "report": "dpcube.cli.report:register",
 }
 
 

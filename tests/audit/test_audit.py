@@ -110,7 +110,9 @@ def _line_schema(cells: int) -> Schema:
 
 def _wide_census_case(regions: int) -> Case:
     """The census conformance case on a flat hierarchy: a nation over ``regions`` leaf regions of
-    one unit each, so the chain of the leaf level has sensitivity |R_2| = regions (spec 1.6)."""
+    one unit each, so the chain of the leaf level has sensitivity |R_2| = regions (a cumulative
+    vector along the chain, size-major, moves in every entry between a group's old and new size:
+    one per region, not the single entry of Fioretto et al.'s Lemma 6)."""
     base = next(c for c in CensusHierarchy.conformance_cases() if c.id == "census-cdp")
     schema = Schema.from_dict(
         {

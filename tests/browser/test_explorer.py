@@ -152,6 +152,14 @@ def test_cube_query_through_the_page(driver: Any, served_url: str, wait: Wait, a
     shown = answer_in_page(driver, wait)
     assert shown.level == 0.9
     assert_same_as_api(shown, api_answer, "cube", {"age": [20, 39], "education": "College"})
+    # two hierarchy nodes: the set of their leaves
+    education = select(driver, "node-education")
+    education.select_by_value("Primary")  # a leaf of School (examples/adult/schema.yaml)
+    shown = answer_in_page(driver, wait)
+    query = {"age": [20, 39], "education": {"in": ["Primary", "College"]}}
+    assert_same_as_api(shown, api_answer, "cube", query)
+    education.deselect_all()
+    education.select_by_value("College")
     screenshots(driver, "explorer-cube")
     assert severe_console(driver) == []
 
@@ -161,11 +169,14 @@ def test_cube_bad_ranges_get_one_line(driver: Any, served_url: str, wait: Wait, 
     open_release(driver, served_url, "cube", wait)
     select(driver, "cuboid-select").select_by_visible_text("age \u00d7 workclass")
     wait(driver, lambda d: d.find_elements("id", "range-lo-age"), "the age widget")
-    # categories that skip one: one query is one range of the schema's order; refused in the page
+    # categories that skip others: the set of them, one query (their sum), as the API answers it
     workclass = select(driver, "categories-workclass")
-    workclass.select_by_value("Private")
-    workclass.select_by_value("Government")
-    assert "pick neighbouring categories" in error_in_page(driver, wait)
+    labels = [o.get_attribute("value") for o in workclass.options]
+    apart = [labels[0], labels[2]]
+    for label in apart:
+        workclass.select_by_value(label)
+    shown = answer_in_page(driver, wait)
+    assert_same_as_api(shown, api_answer, "cube", {"workclass": {"in": apart}})
     workclass.deselect_all()
     # ages are whole years (bins [a, a+1)): 20.5 is not a bin edge; the service says which are
     by_id(driver, "range-lo-age").send_keys("20.5")
@@ -312,6 +323,8 @@ def test_page_bin_arithmetic_matches_the_library(driver: Any, served_url: str, w
         assert scale["whole"] == attribute.scale.whole, attribute.name
     spatial = Spatial("loc", ("lat", "lon"), (33.7, -118.7, 34.4, -117.8), (1024, 7))
     lat, lon = spatial.scales
-    edges = "return window.dpcubeExplorer.gridEdges(arguments[0], arguments[1], arguments[2]);"
-    assert driver.execute_script(edges, 33.7, 34.4, 1024) == list(lat.edges)
-    assert driver.execute_script(edges, -118.7, -117.8, 7) == list(lon.edges)
+    edges = "return window.dpcubeExplorer.spatialEdges(arguments[0]);"
+    assert driver.execute_script(edges, attribute_info(spatial)) == [
+        list(lat.edges),
+        list(lon.edges),
+    ]

@@ -1,4 +1,8 @@
-"""Spec section 5, tests 8-22 and 24-25: the dynamic programs, cumulative and chain mechanisms."""
+"""The post-processing of census group sizes (Fioretto, Van Hentenryck and Zhu, "Differential
+Privacy of Hierarchical Census Data: An Optimization Approach", Artificial Intelligence 296, 2021):
+the tree dynamic program M_DP (Eq. 4) and its polynomial cost tables (Sec. 7, Algorithm 1), the
+cumulative mechanisms M_C, M_CDP^approx (Sec. 9.1, Algorithm 2) and the chain mechanism M_CDP
+(Sec. 9.2), and the relaxed programs, each against a brute force on tiny instances."""
 
 from __future__ import annotations
 
@@ -54,7 +58,7 @@ def convex_table(draw: st.DrawFn) -> tuple[int, np.ndarray]:
 @settings(max_examples=60, deadline=None)
 @given(st.data())
 def test_slope_merge_equals_brute_force_min_plus(data: st.DataObject) -> None:
-    """Test 8: random convex tables (shifted domains, ties, one child) merge like min-plus."""
+    """Random convex tables (shifted domains, ties, one child) merge like min-plus."""
     tables = [convex_table(data.draw) for _ in range(data.draw(st.integers(1, 4)))]
     lo, merged = merge_convex(tables)
     ref_lo, ref = tables[0][0], tables[0][1]
@@ -65,7 +69,7 @@ def test_slope_merge_equals_brute_force_min_plus(data: st.DataObject) -> None:
 
 
 def test_cost_tables_are_convex_intervals() -> None:
-    """Test 9: every computed C_x has nondecreasing differences on a contiguous finite support."""
+    """Every computed C_x has nondecreasing differences on a contiguous finite support."""
     rng = np.random.default_rng(9)
     for _ in range(10):
         h = random_hierarchy(rng)
@@ -78,7 +82,7 @@ def test_cost_tables_are_convex_intervals() -> None:
 
 
 def test_mdp_exact_against_brute_force() -> None:
-    """Test 10: >= 30 tiny instances (real and integer noise): M_DP = brute-force Model 1."""
+    """At least 30 tiny instances (real and integer noise): M_DP = brute-force Model 1."""
     rng = np.random.default_rng(10)
     for i in range(32):
         h = random_hierarchy(rng, levels=int(rng.integers(2, 4)), max_branch=2)
@@ -99,7 +103,7 @@ def test_mdp_exact_against_brute_force() -> None:
 
 
 def test_golden_mdp() -> None:
-    """Test 11: the unique optimum with objective 1.99; the next best is 2.19."""
+    """The unique optimum with objective 1.99; the next best is 2.19."""
     noisy = np.array([[3.6, 0.4, 2.3], [1.2, 0.6, 1.4], [2.3, -0.8, 0.7]])
     sol = solve_tree(H, noisy, 6)
     assert sol.values.tolist() == [[3, 1, 2], [1, 1, 1], [2, 0, 1]]
@@ -109,7 +113,7 @@ def test_golden_mdp() -> None:
 
 
 def test_naive_dp_agreement_on_medium_instances() -> None:
-    """Test 12: Algorithm 1 equals the explicit min-plus DP (M_DP^OP)."""
+    """Algorithm 1 equals the explicit min-plus DP (M_DP^OP)."""
     rng = np.random.default_rng(12)
     for _ in range(6):
         h = random_hierarchy(rng, levels=3, max_branch=3)
@@ -122,7 +126,7 @@ def test_naive_dp_agreement_on_medium_instances() -> None:
 
 
 def test_windowed_matches_full_unless_a_bound_is_touched() -> None:
-    """Test 13: an untouched windowed solution is optimal; a binding window raises the flag."""
+    """An untouched windowed solution is optimal; a binding window raises the flag."""
     rng = np.random.default_rng(13)
     untouched = touched = 0
     for _ in range(40):
@@ -147,7 +151,7 @@ def test_windowed_matches_full_unless_a_bound_is_touched() -> None:
 @settings(max_examples=50, deadline=None)
 @given(st.lists(st.integers(0, 9), min_size=1, max_size=8))
 def test_gamma_round_trip(n: list[int]) -> None:
-    """Test 14: Gamma / Gamma^-1 round-trip; Gamma^-1 of a nondecreasing vector is >= 0."""
+    """Gamma / Gamma^-1 round-trip; Gamma^-1 of a nondecreasing vector is >= 0."""
     arr = np.array(n)
     assert gamma_inv(gamma(arr)).tolist() == n
     c = np.sort(arr)
@@ -155,7 +159,7 @@ def test_gamma_round_trip(n: list[int]) -> None:
 
 
 def test_golden_model2_by_brute_force() -> None:
-    """Test 15: the exact M_C optimum 0.87 (unique), next best 2.67."""
+    """The exact M_C optimum 0.87 (unique), next best 2.67."""
     noisy = np.array([[3.4, 4.3, 6.2], [1.7, 1.6, 3.2], [0.6, 1.8, 3.3]])
     scored = sorted(
         (float(np.sum((gamma(n) - noisy) ** 2)), n.tolist()) for n in all_releases(H, 3, 6)
@@ -165,7 +169,7 @@ def test_golden_model2_by_brute_force() -> None:
 
 
 def test_golden_cdp_approx() -> None:
-    """Test 16: isotonic, rounding + Gamma^-1, then M_DP leaves n' unchanged."""
+    """Isotonic, rounding + Gamma^-1, then M_DP leaves n' unchanged."""
     noisy = np.array([[3.4, 4.3, 6.2], [1.7, 1.6, 3.2], [0.6, 1.8, 3.3]])
     np.testing.assert_allclose(
         isotonic_nonneg(noisy), [[3.4, 4.3, 6.2], [1.65, 1.65, 3.2], [0.6, 1.8, 3.3]]
@@ -176,7 +180,7 @@ def test_golden_cdp_approx() -> None:
 
 
 def test_isotonic_step_optimal_against_brute_force() -> None:
-    """Test 17: PAVA with a lower bound 0 is nondecreasing, >= 0, and optimal.
+    """PAVA with a lower bound 0 is nondecreasing, >= 0, and optimal.
 
     Brute force: the optimum of a bounded isotonic L2 problem has block values that are means of
     consecutive targets (or 0), so enumerating every partition into consecutive blocks with those
@@ -200,7 +204,8 @@ def test_isotonic_step_optimal_against_brute_force() -> None:
 
 
 def test_chain_construction_running_example() -> None:
-    """Test 18: post-order, depths, true chain values and (corrected) relations of spec 2.8."""
+    """Post-order, depths, true chain values and the relations of M_CDP's chain
+    (Sec. 9.2), corrected where the printed ones do not hold."""
     chain = build_chain(H, 3)
     names = [H.names[r] if r >= 0 else "root" for r in chain.region]
     assert names == ["GA", "NY", "US", "GA", "NY", "US", "GA", "NY", "US", "root"]
@@ -227,7 +232,7 @@ def test_chain_construction_running_example() -> None:
 
 
 def test_chain_dp_exact_and_literal_rule_regression() -> None:
-    """Test 19: >= 40 tiny instances: chain DP = brute-force Model 3; the literal rule is not."""
+    """At least 40 tiny instances: chain DP = brute-force Model 3; the literal rule is not."""
     rng = np.random.default_rng(19)
     literal_worse = 0
     for _ in range(40):
@@ -244,7 +249,7 @@ def test_chain_dp_exact_and_literal_rule_regression() -> None:
 
 
 def test_golden_chain() -> None:
-    """Test 20: objective 5 recovering the true n; the literal rule gives 6."""
+    """Objective 5 recovering the true n; the literal rule gives 6."""
     noisy = np.array([2, 4, 2, 3, 3, 5, 5, 7, 6.0])
     values, obj = chain_dp(build_chain(H, 3), noisy, 6)
     assert obj == 5.0
@@ -255,7 +260,7 @@ def test_golden_chain() -> None:
 
 
 def test_pava_cross_check_equals_chain_dp() -> None:
-    """Test 21 + 22: block-merged weighted PAVA + rounding has the chain DP's optimum, and its
+    """Block-merged weighted PAVA + rounding has the chain DP's optimum, and its
     conversion back passes every PGSR check."""
     rng = np.random.default_rng(21)
     for _ in range(60):
@@ -284,7 +289,7 @@ def test_pava_cross_check_equals_chain_dp() -> None:
 
 
 def test_relaxation_bound_and_faithfulness_flag() -> None:
-    """Test 24: relaxed objective <= integer optimum; rounding the golden relaxed solution gives
+    """Relaxed objective <= integer optimum; rounding the golden relaxed solution gives
     a national total of 5 != G = 6, which the faithfulness counter flags."""
     noisy = np.array([[3.6, 0.4, 2.3], [1.2, 0.6, 1.4], [2.3, -0.8, 0.7]])
     rounded, qp = relaxed_hierarchical(H, noisy, 6)
@@ -297,7 +302,7 @@ def test_relaxation_bound_and_faithfulness_flag() -> None:
 
 
 def test_cv_counter_counts_exactly() -> None:
-    """Test 25: raising A's size-1 count breaks (A, 1) against A1 + A2 and (N, 1) against A + B;
+    """Raising A's size-1 count breaks (A, 1) against A1 + A2 and (N, 1) against A + B;
     raising N's size-2 count breaks (N, 2): exactly 3 inconsistent pairs."""
     h = RegionHierarchy.from_parents({"A": "N", "B": "N", "A1": "A", "A2": "A", "B1": "B"})
     n = h.aggregate(np.array([[1, 2], [0, 1], [3, 0]]))

@@ -1,4 +1,7 @@
-"""Spec section 5, tests 1-7 and 23: data plumbing, privacy calibration, mechanism invariants."""
+"""Census group sizes (Fioretto, Van Hentenryck and Zhu, "Differential Privacy of Hierarchical
+Census Data: An Optimization Approach", Artificial Intelligence 296, 2021): data plumbing, privacy
+calibration (Lemmas 4 and 6, the geometric mechanism and the budget split), and the invariants
+every mechanism keeps (consistency, validity, faithfulness)."""
 
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ from experiments.census_metrics import violations
 from tests.helpers.census_bruteforce import SPEC_H, random_hierarchy, random_table
 
 CLEAN = {"consistency": 0, "faithfulness": 0, "negative": 0, "non_integer": 0}
-#: The running example of spec 1.3: (user, unit, region).
+#: The running example of Fioretto et al. (Example 2 and Table 3): (user, unit, region).
 PERSONS = pd.DataFrame(
     {
         "user": ["01", "03", "04", "02", "05", "06", "07", "08", "09", "10", "11"],
@@ -34,7 +37,7 @@ PERSONS = pd.DataFrame(
 
 
 def test_aggregation_running_example() -> None:
-    """Test 1: n^GA = (2,0,1), n^NY = (1,1,1), n^US = (3,1,2), G = 6, N = 11; all checks pass."""
+    """n^GA = (2,0,1), n^NY = (1,1,1), n^US = (3,1,2), G = 6, N = 11; all checks pass."""
     t = dpcube.group_sizes(PERSONS, unit="unit", region="state", hierarchy=SPEC_H, max_size=3)
     assert t.row("GA").tolist() == [2, 0, 1] and t.row("NY").tolist() == [1, 1, 1]
     assert t.row("US").tolist() == [3, 1, 2]
@@ -81,7 +84,7 @@ def test_data_validation_errors(tmp_path) -> None:  # type: ignore[no-untyped-de
 @settings(max_examples=40, deadline=None)
 @given(st.integers(0, 10_000))
 def test_sensitivity_property(seed: int) -> None:
-    """Test 2: one group moves s -> s +/- 1 inside S: per region and per level, L1 change <= 2
+    """One group moves s -> s +/- 1 inside S: per region and per level, L1 change <= 2
     (vectors) and <= 1 (cumulative); the level chain changes by exactly |R_l| (interior move)."""
     rng = np.random.default_rng(seed)
     h = random_hierarchy(rng)
@@ -126,7 +129,7 @@ def test_chain_sensitivity_on_1_2_6_tree() -> None:
 
 
 def test_geometric_sampler_moments() -> None:
-    """Test 3: 10^6 draws of the double-geometric with alpha = exp(-1/3) (epsilon 0.5, L 3, Delta 1
+    """10^6 draws of the double-geometric with alpha = exp(-1/3) (epsilon 0.5, L 3, Delta 1
     ... scale 3): mean within 4 std/sqrt(n) of 0, variance within 2% of 2 alpha/(1-alpha)^2,
     Pr[0] = (1-alpha)/(1+alpha) within 4 binomial std, Pr[1]/Pr[0] within 1% of alpha."""
     t, s = laplace_scale_rational(3.0)
@@ -153,7 +156,7 @@ def test_geometric_sampler_moments() -> None:
     ],
 )
 def test_calibration_and_accountant(method: str, mode: str, scales: list[float]) -> None:
-    """Test 4: alpha = exp(-epsilon/(2L)) for n, exp(-epsilon/L) for Gamma, exp(-epsilon/(L|R_l|))
+    """alpha = exp(-epsilon/(2L)) for n, exp(-epsilon/L) for Gamma, exp(-epsilon/(L|R_l|))
     for calibrated chains (scale = 1/-ln alpha); private modes sum to exactly epsilon."""
     a = P.accounting(method, mode, 1.0, (1, 2, 6), "add_remove")
     assert [lv["scale"] for lv in a["levels"]] == pytest.approx(scales)
@@ -164,7 +167,7 @@ def test_calibration_and_accountant(method: str, mode: str, scales: list[float])
 
 
 def test_likelihood_ratio_bound() -> None:
-    """Test 5: the log pmf ratio of the noise layer, sum over cells of |change| / scale, is <= epsilon
+    """The log pmf ratio of the noise layer, sum over cells of |change| / scale, is <= epsilon
     for neighbouring inputs under private modes and > epsilon for as_published chain noise."""
     h = RegionHierarchy.from_parents(
         {**{f"S{i}": "N" for i in range(2)}, **{f"C{i}": f"S{i // 3}" for i in range(6)}}
@@ -204,7 +207,7 @@ def test_likelihood_ratio_bound() -> None:
 
 @pytest.mark.parametrize("method", ["dp", "cdp", "cdp_approx", "topdown", "qp"])
 def test_no_noise_identity(method: str) -> None:
-    """Test 6: with the noise off, every post-processor returns n exactly (objective 0)."""
+    """With the noise off, every post-processor returns n exactly (objective 0)."""
     rng = np.random.default_rng(6)
     h = random_hierarchy(rng)
     t = dpcube.GroupSizeTable(h, random_table(rng, h, 5), public_groups=True)
@@ -214,7 +217,7 @@ def test_no_noise_identity(method: str) -> None:
 
 
 def test_determinism_and_save_load(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """Test 7 + release plumbing: same seed, same output; another seed, other noise; save/load."""
+    """Same seed, same output; another seed, other noise; save/load."""
     rng = np.random.default_rng(7)
     h = random_hierarchy(rng)
     t = dpcube.GroupSizeTable(h, random_table(rng, h, 6, mean=20), public_groups=True)
@@ -254,7 +257,7 @@ def test_as_published_is_labelled_and_refused_by_ledger(tmp_path) -> None:  # ty
     st.sampled_from([0.1, 1.0]),
 )
 def test_exact_mechanism_invariants(seed: int, method: str, epsilon: float) -> None:
-    """Test 23: integer, >= 0, consistent, every level sums to G (#CV = 0), on random instances."""
+    """Integer, >= 0, consistent, every level sums to G (#CV = 0), on random instances."""
     rng = np.random.default_rng(seed)
     h = random_hierarchy(rng, levels=int(rng.integers(2, 4)), max_branch=4)
     t = dpcube.GroupSizeTable(

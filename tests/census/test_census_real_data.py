@@ -17,7 +17,8 @@ from dpcube.errors import BudgetError, DataError
 from dpcube.privacy import BudgetLedger
 
 H = {"GA": "US", "NY": "US"}
-#: The spec's running example: GA has units A (3 persons), B, C; NY has D (3), E, F (2). G = 6.
+#: The running example of Fioretto, Van Hentenryck and Zhu (Artificial Intelligence 296, 2021,
+#: Example 2 and Table 3): GA has units A (3 persons), B, C; NY has D (3), E, F (2). G = 6.
 PERSONS = pd.DataFrame(
     {
         "unit": ["A", "A", "A", "B", "C", "D", "D", "D", "E", "F", "F"],

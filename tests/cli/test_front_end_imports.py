@@ -1,6 +1,8 @@
-"""The front ends share the library, not each other: the service and the report import nothing
-of the command line, and nothing below the front ends imports any of them; the command line
-reaches the service and the report only inside functions (its sub-commands, loaded lazily)."""
+"""The front ends share the library, not each other: the service and the report (the library's
+HTML report, which ``dpcube release`` and ``dpcube report`` both write) import nothing of the
+command line, and nothing below them imports any of them; the command line reaches the service
+and the report only inside functions or from the module of the sub-command that uses them
+(``dpcube.cli.report``), loaded only when that sub-command runs."""
 
 from __future__ import annotations
 
@@ -45,10 +47,15 @@ def test_service_and_report_import_nothing_of_the_command_line() -> None:
     assert not bad, bad
 
 
+#: Modules of one sub-command each, imported only when it runs (``dpcube.registry.COMMANDS``).
+SUB_COMMAND_MODULES = {"report.py"}
+
+
 def test_command_line_reaches_service_and_report_only_lazily() -> None:
     bad = [
         f"{p.relative_to(PACKAGE)} imports {m} at module level"
         for p in _modules("cli")
+        if p.name not in SUB_COMMAND_MODULES
         for m, top in _imports(p)
         if top and (_under(m, "dpcube.serve") or _under(m, "dpcube.report"))
     ]

@@ -143,10 +143,11 @@ def test_census_table_region_by_size_and_size_one(
     )
     df = release.to_pandas(runs=20, seed=1)
     assert len(df) == release.hierarchy.size * release.max_size
-    assert set(df.columns) >= {"region", "level", "size", "estimate", "lower", "upper"}
-    # the region's level in the hierarchy survives; the confidence level has its own column
-    assert df["level"].min() == 1 and df["level"].max() >= 2  # nation 1, then its regions
-    assert (df["confidence_level"] == 0.95).all()
+    assert set(df.columns) >= {"region", "region_level", "size", "estimate", "lower", "upper"}
+    # the region's level in the hierarchy is region_level; level is the interval's, as in
+    # every kind's table
+    assert df["region_level"].min() == 1 and df["region_level"].max() >= 2  # nation, regions
+    assert (df["level"] == 0.95).all() and "confidence_level" not in df.columns
     ga = df[(df.region == "GA") & (df["size"] == 2)].iloc[0]
     assert ga.estimate == release.answer({"region": "GA", "size": 2})
     release.save(tmp_path / "c")
@@ -183,7 +184,8 @@ def test_query_json_contract_and_group_by(
     assert code == 0
     lines = out.strip().splitlines()
     assert lines[0].split() == ["sex", "income", "estimate", "lower", "upper"]
-    assert len(lines) == 1 + 4 + 1  # header, 2 x 2 rows, the line saying what lower/upper are
+    assert len(lines) == 1 + 4 + 2  # header, 2 x 2 rows, "4 rows", what lower/upper are
+    assert lines[5] == "4 rows"
     code, out, _ = run(
         capsys, "query", str(tmp_path / "r"), "--group-by", "sex", "--where", "age=0..1", "--json"
     )

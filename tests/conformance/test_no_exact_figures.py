@@ -34,9 +34,10 @@ import pytest
 from dpcube import registry
 from dpcube.cli.main import main
 from dpcube.engine.base import policy_report
+from dpcube.files import write_atomic
 from dpcube.histogram import Histogram
 from dpcube.mechanisms.conformance import Case, mixed_schema
-from dpcube.release.base import load_release, write_atomic
+from dpcube.release.base import load_release
 from dpcube.report import build_report
 from dpcube.report.html import PLOTLY_END, PLOTLY_START
 

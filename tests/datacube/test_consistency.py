@@ -1,4 +1,7 @@
-"""Consistency enforcement: spec section 11, T15-T24."""
+"""Consistency enforcement (Ding, Winslett, Han and Li, "Differentially Private Data Cubes:
+Optimizing Noise Sources and Consistency", SIGMOD 2011, Sec. 5, Thms. 8-10): agreement with dense
+least squares, consistency of every computable pair, closed forms and fixed points, exact
+variances and their dominance, the L1 and L-infinity programs."""
 
 from __future__ import annotations
 
@@ -52,7 +55,7 @@ def cubes(draw: st.DrawFn) -> tuple[Lattice, dict[int, np.ndarray], dict[int, fl
 
 @given(cubes())
 @settings(max_examples=60, deadline=None)
-def test_t15_t22_equal_to_dense_weighted_least_squares(cube) -> None:
+def test_equal_to_dense_weighted_least_squares(cube) -> None:
     lat, noisy, weights = cube
     join, x = dense_solution(lat, noisy, weights)
     wanted = lat.down_closure(noisy)
@@ -64,7 +67,7 @@ def test_t15_t22_equal_to_dense_weighted_least_squares(cube) -> None:
 
 @given(cubes())
 @settings(max_examples=30, deadline=None)
-def test_t16_every_pair_of_computable_cuboids_agrees(cube) -> None:
+def test_every_pair_of_computable_cuboids_agrees(cube) -> None:
     lat, noisy, weights = cube
     wanted = lat.down_closure(noisy)
     got = l2_consistent(lat, noisy, weights, wanted)
@@ -78,7 +81,7 @@ def test_t16_every_pair_of_computable_cuboids_agrees(cube) -> None:
             l2_consistent(lat, noisy, weights, not_computable[:1])
 
 
-def test_t17_t24_closed_form_two_nested_cuboids() -> None:
+def test_closed_form_two_nested_cuboids() -> None:
     lat = Lattice((4,))
     y = np.array([3.0, -1.0, 4.0, 2.0])
     y0 = 11.0
@@ -87,7 +90,7 @@ def test_t17_t24_closed_form_two_nested_cuboids() -> None:
     np.testing.assert_allclose(got[1], y + (y0 - y.sum()) / 5)
 
 
-def test_t18_t24_fixed_points() -> None:
+def test_fixed_points() -> None:
     rng = np.random.default_rng(1)
     lat = Lattice((2, 3, 2))
     table = rng.integers(0, 9, size=shape(lat, lat.base)).astype(float)
@@ -112,7 +115,7 @@ def test_t18_t24_fixed_points() -> None:
         np.testing.assert_allclose(out[0b101], single[0b101], atol=1e-7)
 
 
-def test_t19_exact_variances() -> None:
+def test_exact_variances() -> None:
     # AllC on Ex2.1: s = 8, cell noise 2 s^2 = 128; every cell 560/9
     w_all = dict.fromkeys(range(8), 1 / 128)
     for q in range(8):
@@ -127,7 +130,7 @@ def test_t19_exact_variances() -> None:
 
 @given(cubes(), st.data())
 @settings(max_examples=40, deadline=None)
-def test_t19_t20_variance_formula_equals_dense_gls_and_dominates(cube, data: st.DataObject) -> None:
+def test_variance_formula_equals_dense_gls_and_dominates(cube, data: st.DataObject) -> None:
     lat, noisy, weights = cube
     join = 0
     for c in noisy:
@@ -153,7 +156,7 @@ def test_t19_t20_variance_formula_equals_dense_gls_and_dominates(cube, data: st.
     assert one_cell <= float(best) * (1 + 1e-9)
 
 
-def test_t21_errors_do_not_depend_on_the_data() -> None:
+def test_errors_do_not_depend_on_the_data() -> None:
     rng = np.random.default_rng(7)
     lat = Lattice((3, 4, 2))
     table = rng.integers(0, 50, size=shape(lat, lat.base)).astype(float)
@@ -171,7 +174,7 @@ def test_t21_errors_do_not_depend_on_the_data() -> None:
         np.testing.assert_allclose(real[q] - rollup(table, lat.base, q), zero[q], atol=1e-9)
 
 
-def test_t23_lp_solutions_are_consistent_and_optimal_in_their_norm() -> None:
+def test_lp_solutions_are_consistent_and_optimal_in_their_norm() -> None:
     rng = np.random.default_rng(3)
     pre = [EX21.from_label(x) for x in ("C111", "C110", "C101", "C100")]
     noisy = {c: rng.laplace(0, 4, size=shape(EX21, c)) for c in pre}

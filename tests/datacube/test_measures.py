@@ -1,4 +1,4 @@
-"""Spec 8.3: sum measures with a clipping bound, their sensitivity checked by brute
+"""Other measures (Ding et al., SIGMOD 2011, Sec. 7.3): sum measures with a clipping bound, their sensitivity checked by brute
 force over records with values, and averages as the ratio of a sum and a count release."""
 
 from __future__ import annotations

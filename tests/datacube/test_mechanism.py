@@ -1,5 +1,7 @@
 """The DataCube mechanism end to end: noise calibration, sensitivity, Monte-Carlo variances, counting
-from sources, queries, persistence and the command line (spec section 11 T3, T4, T19, T21)."""
+from sources, queries, persistence and the command line (Ding et al., SIGMOD 2011: the
+sensitivity of a set of cuboids, Sec. 3; noise calibration and variances, Sec. 3 eqs. (1)-(2) and
+Thm. 10; data independence of the errors, Sec. 6)."""
 
 from __future__ import annotations
 
@@ -52,10 +54,10 @@ def zeros(schema: Schema) -> Histogram:
     return Histogram(schema, np.zeros(schema.shape, dtype=np.int64))
 
 
-# -- T3: sensitivity of s cuboids ------------------------------------------------------------------
+# -- the sensitivity of s cuboids (Sec. 3) ---------------------------------------------------------
 @given(st.lists(st.integers(1, 4), min_size=1, max_size=4), st.data())
 @settings(max_examples=40, deadline=None)
-def test_t3_sensitivity_of_s_cuboids(cards: list[int], data: st.DataObject) -> None:
+def test_sensitivity_of_s_cuboids(cards: list[int], data: st.DataObject) -> None:
     lat = Lattice(tuple(cards))
     masks = data.draw(st.lists(st.integers(0, lat.base), min_size=1, max_size=6, unique=True))
     rng = np.random.default_rng(data.draw(st.integers(0, 1000)))
@@ -86,9 +88,9 @@ def test_declared_sensitivity_and_scale_per_neighbour() -> None:
     assert all(c.declared == 1 for c in optimal) and len(optimal) >= 2
 
 
-# -- T4 and T19: Monte-Carlo noise calibration and variances -------------------------------------
+# -- Monte-Carlo noise calibration and variances (Sec. 3, Thm. 10) ---------------------------------
 @pytest.mark.parametrize("consistency", [None, "l2"])
-def test_t4_t19_monte_carlo_variances_match_exact(consistency: str | None) -> None:
+def test_monte_carlo_variances_match_exact(consistency: str | None) -> None:
     """Per-cell variance of every released cuboid over R releases of the zero table vs the exact
     value. The sample variance of n independent draws has relative s.e. <= sqrt((kurtosis - 1) / n),
     kurtosis <= 6 (Laplace; sums of Laplace have less), and we allow 5 s.e. Without consistency the
@@ -126,7 +128,7 @@ def test_t4_t19_monte_carlo_variances_match_exact(consistency: str | None) -> No
             2.0,
         ]
     else:
-        # T19: AllC/BMaxC variances scale like the continuous values 70/3 and 140/3 of 32
+        # AllC/BMaxC variances scale like the continuous values 70/3 and 140/3 of 32
         v = release.source_variances[0] / 32
         assert sorted({round(release.cell_variance(a) / v, 6) for a in release.published}) == [
             round(70 / 3, 6),
@@ -147,7 +149,7 @@ def test_box_query_variance_by_monte_carlo_with_nonuniform_budgets() -> None:
     assert np.var(answers) == pytest.approx(exact, rel=5 * np.sqrt(5 / 800))
 
 
-# -- consistency of released cuboids ----------------------------------------------------------------
+# -- consistency of released cuboids ---------------------------------------------------------------
 @pytest.mark.parametrize("consistency", ["l2", "l1", "linf"])
 def test_released_cuboids_are_exactly_consistent(consistency: str) -> None:
     rng = np.random.default_rng(2)
@@ -166,7 +168,7 @@ def test_released_cuboids_are_exactly_consistent(consistency: str) -> None:
 
 
 def test_inconsistent_release_sums_the_best_source() -> None:
-    """T5: without consistency, a computed cuboid is the roll-up of its least-magnification source."""
+    """Without consistency, a computed cuboid is the roll-up of its least-magnification source."""
     release = DataCube(1.0, method="bmax").release(zeros(EX21), random_state=4)
     geo = CubeGeometry(EX21)
     sources = [geo.mask(s) for s in release.sources]
@@ -190,7 +192,7 @@ def test_postprocessing_rounds_and_clamps() -> None:
     assert np.isnan(release.variance({}))
 
 
-# -- queries and the release interface ----------------------------------------------------------
+# -- queries and the release interface -------------------------------------------------------------
 def test_queries_publish_subsets_and_errors(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     hist = Histogram(EX21, rng.integers(0, 5, size=EX21.shape))
@@ -317,7 +319,7 @@ def test_spatial_attribute_contributes_two_axes() -> None:
     )
 
 
-# -- command line -------------------------------------------------------------------------------------
+# -- command line ----------------------------------------------------------------------------------
 def test_cli_release_and_query(tmp_path: Path) -> None:
     from dpcube.cli.main import main
 
@@ -347,8 +349,8 @@ def test_cli_release_and_query(tmp_path: Path) -> None:
     assert main(["query", str(tmp_path / "out"), "--where", "a=x, b=p", "--json"]) == 0
 
 
-# -- T21 on the real data: DuckDB counting of Adult, and data independence of the errors ----------
-def test_t21_adult_errors_do_not_depend_on_the_data(data_dir: Path) -> None:
+# -- On the real data: DuckDB counting of Adult, and data independence of the errors ---------------
+def test_adult_errors_do_not_depend_on_the_data(data_dir: Path) -> None:
     cards = json.loads((data_dir / "adult" / "adult-domain.json").read_text())
     dims = ADULT_DIMS[:5]
     schema = Schema.from_dict(
@@ -373,9 +375,9 @@ def test_t21_adult_errors_do_not_depend_on_the_data(data_dir: Path) -> None:
     assert bits(CubeGeometry(schema).mask(real.sources[0])) == list(range(5))
 
 
-# -- the experiment driver (python -m experiments.datacube) -------------------------------------------------------
+# -- the experiment driver (python -m experiments.datacube) ----------------------------------------
 def test_bench_exp_v_cardinality_two(tmp_path: Path) -> None:
-    """Exp-V at cardinality 2 (spec R5): BMax and PMost both measure only the base cuboid (= Base),
+    """Exp-V at cardinality 2 (Ding et al., Sec. 6): BMax and PMost both measure only the base cuboid (= Base),
     and All's average cuboid error is E|Lap(128)| = 128 up to sampling: over the 3^7 cells the mean
     of |noise| (sd about 128) has s.e. 128 / sqrt(2187) < 3, so 5 s.e. is 15."""
     from experiments.datacube import main
@@ -406,7 +408,7 @@ def test_bench_exp_v_cardinality_two(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("consistency", ["linf", "l1"])
-def test_t25_lp_error_bound(consistency: str) -> None:
+def test_lp_error_bound(consistency: str) -> None:
     """Theorems 8-9: sum over E_pre of |ĉ - c| <= (|E_pre| |L_pre| / eps) * eta with probability
     >= 1 - delta; eta = 2 ln(|E_pre| / delta) with delta = 1e-4 (Theorem 8's form; Theorem 9's
     delta for the same eta is far smaller), so 20 seeded runs all satisfy it except with
@@ -501,7 +503,7 @@ def test_cube_intervals_are_exact_when_the_estimate_is_linear() -> None:
     assert not clamped.linear_unbiased
 
 
-# -- spec 8.4: cuboids that were not published, derived online from the published ones -------------
+# -- cuboids that were not published, derived online from the published ones (Sec. 7.4) ------------
 def test_derive_cuboid_rolls_up_the_least_noisy_published_superset() -> None:
     """A cuboid not published is summed from a published superset, with its variance
     and the source named; noiseless it equals the exact marginal."""

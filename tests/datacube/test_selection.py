@@ -1,4 +1,7 @@
-"""Lattice, K_part variances and the selection algorithms: spec section 11, T1-T14."""
+"""Lattice, K_part variances and the selection algorithms (Ding, Winslett, Han and Li,
+"Differentially Private Data Cubes: Optimizing Noise Sources and Consistency", SIGMOD 2011:
+magnification and K_part, Secs. 2-3 and Example 3.1; Algorithm 1 (BMax), Sec. 4.1, Thm. 6 and
+Example 4.1; Algorithm 2 (PMost), Sec. 4.2, Thm. 7 and Example 4.2)."""
 
 from __future__ import annotations
 
@@ -54,8 +57,8 @@ def brute_force_opt(lat: Lattice, published: list[int]) -> Fraction:
     return best
 
 
-# -- T1 ----------------------------------------------------------------------------------------
-def test_t1_mag_values() -> None:
+# -- magnification (Sec. 3, eq. (2)) ---------------------------------------------------------------
+def test_mag_values() -> None:
     expected = {
         ("C011", "C111"): 2, ("C110", "C111"): 5, ("C101", "C111"): 7, ("C010", "C111"): 10,
         ("C001", "C111"): 14, ("C100", "C111"): 35, ("C000", "C111"): 70, ("C000", "C110"): 14,
@@ -71,7 +74,7 @@ def test_t1_mag_values() -> None:
 
 @given(st.lists(st.integers(1, 6), min_size=1, max_size=6), st.data())
 @settings(max_examples=60, deadline=None)
-def test_t1_mag_multiplicative_on_chains(cards: list[int], data: st.DataObject) -> None:
+def test_mag_multiplicative_on_chains(cards: list[int], data: st.DataObject) -> None:
     lat = Lattice(tuple(cards))
     c3 = data.draw(st.integers(0, lat.base))
     c2 = data.draw(st.integers(0, lat.base)) & c3
@@ -79,14 +82,14 @@ def test_t1_mag_multiplicative_on_chains(cards: list[int], data: st.DataObject) 
     assert lat.mag(c1, c3) == lat.mag(c1, c2) * lat.mag(c2, c3)
 
 
-# -- T2 and T5: K_part variances and the level-wise programme ------------------------------------
+# -- K_part variances (Example 3.1) and the level-wise programme -----------------------------------
 def kpart_variances(sources: list[int]) -> dict[str, Fraction]:
     s = len(sources)
     out = best_sources(EX21, {m: Fraction(2 * s * s) for m in sources}, L_ALL)
     return {EX21.label(m): out[m][0] for m in L_ALL}
 
 
-def test_t2_example_3_1() -> None:
+def test_example_3_1() -> None:
     assert set(kpart_variances(L_ALL).values()) == {128}
     base = kpart_variances([EX21.base])
     assert base == {
@@ -101,7 +104,7 @@ def test_t2_example_3_1() -> None:
 
 @given(st.lists(st.integers(1, 5), min_size=1, max_size=6), st.data())
 @settings(max_examples=60, deadline=None)
-def test_t5_levelwise_equals_direct_min(cards: list[int], data: st.DataObject) -> None:
+def test_levelwise_equals_direct_min(cards: list[int], data: st.DataObject) -> None:
     lat = Lattice(tuple(cards))
     sources = data.draw(st.lists(st.integers(0, lat.base), min_size=1, max_size=6, unique=True))
     wanted = [c for c in range(1 << lat.d) if lat.computable(c, sources)]
@@ -113,8 +116,8 @@ def test_t5_levelwise_equals_direct_min(cards: list[int], data: st.DataObject) -
             assert out[c][0] == out[parent][0] * lat.mag(c, parent)
 
 
-# -- T6, T7, T8: Algorithm 1 -------------------------------------------------------------------
-def test_t6_example_4_1() -> None:
+# -- Algorithm 1 (BMax, Sec. 4.1) ------------------------------------------------------------------
+def test_example_4_1() -> None:
     cov = Coverage(EX21, L_ALL)
     assert labels(feasible(cov, Fraction(80), 2) or ()) == {"C111", "C101"}
     m = cov.threshold(Fraction(80), 2)
@@ -142,7 +145,7 @@ def test_t6_example_4_1() -> None:
     assert brute_force_opt(EX21, L_ALL) == 64
 
 
-def test_t7_partial_lattices() -> None:
+def test_partial_lattices() -> None:
     two = EX21.level(2)
     sel = bound_max_variance(EX21, two)
     assert sel.theta_star_u == Fraction(14.0625) and sel.bound_u == 14
@@ -156,7 +159,7 @@ def test_t7_partial_lattices() -> None:
 
 @given(st.lists(st.integers(2, 8), min_size=1, max_size=3), st.data())
 @settings(max_examples=12, deadline=None)
-def test_t8_guarantees_against_brute_force(cards: list[int], data: st.DataObject) -> None:
+def test_guarantees_against_brute_force(cards: list[int], data: st.DataObject) -> None:
     lat = Lattice(tuple(cards))
     published = data.draw(
         st.lists(st.integers(0, lat.base), min_size=1, max_size=1 << lat.d, unique=True)
@@ -168,7 +171,7 @@ def test_t8_guarantees_against_brute_force(cards: list[int], data: st.DataObject
     assert opt <= sel.bound_u <= (math.log(len(published)) + 1) ** 2 * opt
 
 
-def test_t9_selection_independent_of_epsilon() -> None:
+def test_selection_independent_of_epsilon() -> None:
     from dpcube.mechanisms.datacube import DataCube
     from dpcube.schema import Schema
 
@@ -184,7 +187,7 @@ def test_t9_selection_independent_of_epsilon() -> None:
         assert len({p.bound_u for p in plans.values()}) == 1  # theta' * eps^2 is constant
 
 
-def test_t10_adult_structure() -> None:
+def test_adult_structure() -> None:
     sel = bound_max_variance(ADULT, list(range(256)))
     assert sel.theta_star_u == sel.bound_u == 32256 == 2 * 24**2 * 28
     assert len(sel.sources) == 24 and ADULT.base in sel.sources
@@ -192,8 +195,8 @@ def test_t10_adult_structure() -> None:
     assert sel.bound_u < 131072 and sel.bound_u < 3628800
 
 
-# -- T11 - T14: Algorithm 2 ------------------------------------------------------------------------
-def test_t11_example_4_2() -> None:
+# -- Algorithm 2 (PMost, Sec. 4.2) -----------------------------------------------------------------
+def test_example_4_2() -> None:
     cov = Coverage(EX21, L_ALL)
     counts = {}
     for s in range(1, 9):
@@ -207,7 +210,7 @@ def test_t11_example_4_2() -> None:
     assert v["C010"] == v["C000"] == 80
 
 
-def test_t12_t13_adult_publish_most() -> None:
+def test_adult_publish_most() -> None:
     bmax = bound_max_variance(ADULT, list(range(256)))
     full = publish_most(ADULT, list(range(256)), bmax.bound_u)
     assert full.info["precise"] == 256 and full.sources == bmax.sources
@@ -220,7 +223,7 @@ def test_t12_t13_adult_publish_most() -> None:
             assert len(sel.sources) == 15 and ADULT.base in sel.sources
         assert sel.bound_u <= base_only
     assert precise == [137, 170, 193, 209, 221, 230, 238, 244, 249, 256]
-    # T12: never worse than the s = 1 (K_base) or s = |L| (K_all) solutions
+    # Never worse than the s = 1 (K_base) or s = |L| (K_all) solutions
     for k in (1, 5, 10):
         theta0 = bmax.bound_u * Fraction(k, 10)
         weight = publish_most(ADULT, list(range(256)), theta0).info["greedy_weight"]
@@ -228,7 +231,7 @@ def test_t12_t13_adult_publish_most() -> None:
         assert weight >= (256 if 2 * 256**2 <= theta0 else 0)
 
 
-def test_t14_equal_weights_reproduce_unweighted() -> None:
+def test_equal_weights_reproduce_unweighted() -> None:
     plain = publish_most(ADULT, list(range(256)), Fraction(16128))
     weighted = publish_most(ADULT, list(range(256)), Fraction(16128), {c: 3.0 for c in range(256)})
     assert plain.sources == weighted.sources
@@ -237,7 +240,7 @@ def test_t14_equal_weights_reproduce_unweighted() -> None:
     assert 2 * len(heavy.sources) ** 2 * min(EX21.mag(0, s) for s in heavy.sources) <= 40
 
 
-# -- section 8.2: non-uniform budgets ----------------------------------------------------------
+# -- non-uniform budgets (Ding et al., Sec. 7.2) ---------------------------------------------------
 @pytest.mark.parametrize("cards", [(2, 7, 5), (3, 3, 3, 3), (9, 16, 7, 15, 6)])
 def test_optimal_budgets_never_worse_and_shares_sum_to_one(cards: tuple[int, ...]) -> None:
     lat = Lattice(cards)

@@ -1,4 +1,5 @@
-"""Brute-force references for the tests (spec section 5: tiny instances, full domains)."""
+"""Brute-force references for the census tests: Fioretto et al.'s Models 1-3 solved by enumeration
+on tiny instances, over their full domains."""
 
 from __future__ import annotations
 

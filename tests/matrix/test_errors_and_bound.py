@@ -1,5 +1,8 @@
-"""Spec §10.1-10.4 (T1-T22): sensitivities, error closed forms, strategy theory, the singular
-value bound and the baseline ratios. Exact values are those of the spec (P = 1 unless stated)."""
+"""The matrix mechanism's theory (Li and Miklau, "Efficient Batch Query Answering Under
+Differential Privacy", 2011 preprint): sensitivities and error closed forms (Sec. 2, Props. 2.3-2.4),
+strategy theory (Sec. 3.1, Defs. 3.1-3.4, Thms. 3.1-3.2), the singular value bound (Secs. 3.2-3.3,
+Thm. 3.3, Example 3.1) and the baseline ratios of Sec. 5. Exact values are computed in closed
+form or by a reference run (P = 1 unless stated)."""
 
 from __future__ import annotations
 
@@ -46,7 +49,7 @@ def err(gram, a) -> float:
     return gaussian_error(gram, a if not isinstance(a, np.ndarray) else Explicit(a))
 
 
-def test_t1_sensitivities() -> None:
+def test_sensitivities() -> None:
     for name in ("H", "Y", "Y1", "Y2"):
         assert Explicit(F4[name]).l2_sensitivity() ** 2 == pytest.approx(3.0, rel=1e-12)
     assert Explicit(F4["Y2"]).l1_sensitivity() == pytest.approx(1 + math.sqrt(2), rel=1e-12)
@@ -55,12 +58,12 @@ def test_t1_sensitivities() -> None:
     assert Identity(5).l2_sensitivity() == 1.0
 
 
-def test_t2_privacy_factor() -> None:
+def test_privacy_factor() -> None:
     assert P(1.0, 1e-4) == pytest.approx(2 * math.log(20000), rel=1e-12)
     assert round(P(1.0, 1e-4), 4) == 19.8070
 
 
-def test_t3_allrange4_closed_forms() -> None:
+def test_allrange4_closed_forms() -> None:
     g = g1(4)
     np.testing.assert_array_equal(
         g.dense(), [[4, 3, 2, 1], [3, 6, 4, 2], [2, 4, 6, 3], [1, 2, 3, 4]]
@@ -75,7 +78,7 @@ def test_t3_allrange4_closed_forms() -> None:
     assert trace_term(g, Explicit(F4["H"])) == pytest.approx(146 / 21, rel=1e-9)
 
 
-def test_t4_laplace_version() -> None:
+def test_laplace_version() -> None:
     g = g1(4)
     want = {"Y1": 54, "Y2": 34.9706, "Y": 54, "H": 62.5714}
     for name, value in want.items():
@@ -86,7 +89,7 @@ def test_t4_laplace_version() -> None:
     )
 
 
-def test_t5_allrange2() -> None:
+def test_allrange2() -> None:
     g = g1(2)
     for a in (Identity(2), allrange_rows_1d(2), hierarchical(2).operator, wavelet(2).operator):
         assert err(g, a) == pytest.approx(4, rel=1e-9)
@@ -95,7 +98,7 @@ def test_t5_allrange2() -> None:
     assert err(g, np.array([[r, r], [1, -1]])) == pytest.approx(2 + math.sqrt(3), rel=1e-9)
 
 
-def test_t7_t8_data_independence_and_scaling() -> None:
+def test_data_independence_and_scaling() -> None:
     g = g1(8)
     h = hierarchical(8).operator.dense()
     base = err(g, h)
@@ -110,7 +113,7 @@ def _random_zero_one(rng: np.random.Generator, rows: int, n: int) -> np.ndarray:
 
 @settings(max_examples=20, deadline=None)
 @given(seed=st.integers(0, 10_000), c1=st.floats(0.1, 3.0))
-def test_t9_redundant_queries(seed: int, c1: float) -> None:
+def test_redundant_queries(seed: int, c1: float) -> None:
     rng = np.random.default_rng(seed)
     n = 6
     a0 = np.vstack([np.eye(n), _random_zero_one(rng, 3, n)])
@@ -124,14 +127,14 @@ def test_t9_redundant_queries(seed: int, c1: float) -> None:
     assert Explicit(a2).l1_sensitivity() < Explicit(a1).l1_sensitivity()
 
 
-def test_t10_wavelet_grams() -> None:
+def test_wavelet_grams() -> None:
     block = np.array([[3.0, 1.0], [1.0, 3.0]])
     want = np.kron(np.eye(2), block)
     for name in ("Y", "Y1", "Y2"):
         np.testing.assert_allclose(F4[name].T @ F4[name], want, atol=1e-12)
 
 
-def test_t11_column_uniform_repair() -> None:
+def test_column_uniform_repair() -> None:
     rng = np.random.default_rng(3)
     for _ in range(20):
         n = 6
@@ -143,7 +146,7 @@ def test_t11_column_uniform_repair() -> None:
         assert err(w.gram(), repaired) <= err(w.gram(), a) * (1 + 1e-9)
 
 
-def test_t12_equivalent_strategies() -> None:
+def test_equivalent_strategies() -> None:
     rng = np.random.default_rng(4)
     a = rng.normal(size=(9, 5))
     b = np.linalg.cholesky(a.T @ a).T
@@ -152,7 +155,8 @@ def test_t12_equivalent_strategies() -> None:
         assert err(w.gram(), a) == pytest.approx(err(w.gram(), b), rel=1e-9)
 
 
-T13 = {
+#: The singular value bound of AllRange(n) (the paper's Example 3.1 and Sec. 5.1).
+SVDB_ALLRANGE = {
     2: 3.732051,
     4: 16.312243,
     8: 79.172339,
@@ -166,16 +170,16 @@ T13 = {
 }
 
 
-def test_t13_svdb_values() -> None:
-    for n, value in T13.items():
+def test_svdb_values() -> None:
+    for n, value in SVDB_ALLRANGE.items():
         assert svdb(allrange((n,)).gram) == pytest.approx(value, rel=1e-6)
-    assert svdb(allrange((32, 32)).gram) == pytest.approx(T13[32] ** 2, rel=1e-9)
+    assert svdb(allrange((32, 32)).gram) == pytest.approx(SVDB_ALLRANGE[32] ** 2, rel=1e-9)
     assert svdb(allrange((32, 32)).gram) == pytest.approx(4.391400e6, rel=1e-6)
     assert svdb(allrange((16, 8, 8)).gram) == pytest.approx(2.535404e6, rel=1e-6)
     assert svdb(allrange((2,) * 10).gram) == pytest.approx((2 + math.sqrt(3)) ** 10, rel=1e-9)
 
 
-def test_t14_allpredicate() -> None:
+def test_allpredicate() -> None:
     want = {2: 3.7320508, 4: 27.4164079, 8: 800.0, 16: 374469.8048}
     for n, value in want.items():
         formula = 2 ** (n - 2) / n * (n - 1 + math.sqrt(n + 1)) ** 2
@@ -184,7 +188,7 @@ def test_t14_allpredicate() -> None:
     assert svdb(allpredicate(8).gram) == pytest.approx(800.0, rel=1e-12)
 
 
-def test_t15_variable_agnostic_tightness() -> None:
+def test_variable_agnostic_tightness() -> None:
     for n in (2, 4, 8, 16):
         g = allpredicate(n).gram
         a, b = 2.0 ** (n - 1), 2.0 ** (n - 2)
@@ -200,7 +204,7 @@ def test_t15_variable_agnostic_tightness() -> None:
     assert err(g, variable_agnostic_optimal(a, b, n).operator) == pytest.approx(svdb(g), rel=1e-9)
 
 
-def test_t16_lower_bound_on_random_pairs() -> None:
+def test_lower_bound_on_random_pairs() -> None:
     from dpcube.mechanisms.matrix.lsa import lsa
 
     rng = np.random.default_rng(16)
@@ -229,7 +233,7 @@ def test_t16_lower_bound_on_random_pairs() -> None:
         assert err(g, a) >= bound * (1 - 1e-9)
 
 
-def test_t17_monotonicity_and_equivalence() -> None:
+def test_monotonicity_and_equivalence() -> None:
     rng = np.random.default_rng(17)
     for _ in range(20):
         w = rng.normal(size=(5, 6))
@@ -242,7 +246,7 @@ def test_t17_monotonicity_and_equivalence() -> None:
         assert svdb_from_matrix(dup) == pytest.approx(svdb_from_matrix(merged), rel=1e-9)
 
 
-def test_t18_kronecker() -> None:
+def test_kronecker() -> None:
     g4, g8 = g1(4), g1(8)
     assert svdb(Explicit(np.kron(g4.dense(), g8.dense()))) == pytest.approx(
         svdb(g4) * svdb(g8), rel=1e-9
@@ -256,14 +260,16 @@ def test_t18_kronecker() -> None:
     assert dense == pytest.approx(want, rel=1e-9)
 
 
-def test_t19_svdb_from_rows_equals_from_gram() -> None:
+def test_svdb_from_rows_equals_from_gram() -> None:
     rng = np.random.default_rng(19)
     for shape in ((3, 8), (20, 8), (8, 8)):
         w = rng.normal(size=shape)
         assert svdb_from_matrix(w) == pytest.approx(svdb(from_matrix(w).gram), rel=1e-9)
 
 
-T20 = {
+#: Error / svdb on AllRange(n) of Identity, the workload itself, the hierarchical strategy and
+#: the wavelet (the baselines of the paper's Sec. 5.2 and Fig. 4).
+BASELINE_RATIOS = {
     8: (1.5157, 2.0209, 1.4820, 1.1810),
     16: (2.0174, 2.8481, 1.6258, 1.2709),
     32: (2.8556, 4.1535, 1.7098, 1.3487),
@@ -273,12 +279,13 @@ T20 = {
 
 
 def _workload_error(n: int) -> float:
-    """A = W (AllRange rows) without materialising W: P·n·max diag(G) (spec §5)."""
+    """A = W (AllRange rows) without materialising W: P·n·max diag(G) (the paper's
+    Sec. 5.2: the workload as its own strategy)."""
     return n * float(np.diag(allrange_gram_1d(n)).max())
 
 
-def test_t20_t22_baseline_ratios() -> None:
-    for n, (ident, work, h, y) in T20.items():
+def test_baseline_ratios() -> None:
+    for n, (ident, work, h, y) in BASELINE_RATIOS.items():
         g = g1(n)
         b = svdb(g)
         assert err(g, Identity(n)) / b == pytest.approx(ident, rel=1e-3)
@@ -298,7 +305,7 @@ def test_t20_t22_baseline_ratios() -> None:
         )
 
 
-def test_t21_allrange_32x32() -> None:
+def test_allrange_32x32() -> None:
     w = allrange((32, 32))
     b = svdb(w.gram)
     assert gaussian_error(w.gram, Identity(1024)) / b == pytest.approx(8.154, abs=5e-4)

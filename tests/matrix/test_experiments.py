@@ -1,4 +1,5 @@
-"""``python -m experiments.matrix`` (spec §8): a quick run of the analytic parts writes sane tables."""
+"""``python -m experiments.matrix`` (the experiments of Li and Miklau, 2011 preprint, Secs. 3.2, 4 and
+5): a quick run of the analytic parts writes sane tables."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def test_quick_run_writes_the_lsa_tables_and_plots(tmp_path: Path) -> None:
     ties = _read(tmp_path / "lsa_ties.csv")
     assert len(ties) == 2 * len(TIE_WINDOWS)
     default = {r["domain"]: r for r in ties if float(r["tie"]) == 1e-12}
-    # The default tie window reproduces the unit-tested runs (spec T27 small grids).
+    # The default tie window reproduces the unit-tested runs (tests/matrix/test_lsa.py, small grids).
     assert (default["2x2x2x2"]["levels"], default["2x2x2x2"]["rows"]) == ("5", "52")
     assert float(default["4x4x4"]["ratio"]) == pytest.approx(1.034, abs=0.005)
     assert all(float(r["ratio"]) > 1.0 for r in ties)

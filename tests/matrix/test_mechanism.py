@@ -1,4 +1,5 @@
-"""The MatrixMechanism end to end: Monte-Carlo check of the error formulas (spec T6) for Laplace
+"""The MatrixMechanism end to end: Monte-Carlo check of the error formulas (Li and Miklau,
+2011 preprint, Prop. 2.4) for Laplace
 and Gaussian noise, exact variances, save/load, workload files, Kronecker inference, reports."""
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def _monte_carlo(noisy_fn, a: np.ndarray, x: np.ndarray, w: np.ndarray) -> tuple
     return float(np.mean(np.sum(err**2, axis=0))), xhat
 
 
-def test_t6_monte_carlo_gaussian_and_laplace() -> None:
+def test_monte_carlo_gaussian_and_laplace() -> None:
     a = hierarchical(8).operator.dense()
     w = allrange_rows_1d(8)
     g = Explicit(w.T @ w)

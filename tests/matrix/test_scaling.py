@@ -1,5 +1,7 @@
-"""Spec §10.6 (T33-T35): workload separation, workload generalization, sampled workloads.
-Run-time parts of T33/T34 are benchmarks (benchmarks/matrix), not tests."""
+"""LSA on large domains (Li and Miklau, "Efficient Batch Query Answering Under Differential
+Privacy", 2011 preprint, Sec. 4.3): workload separation (Def. 4.1, Thm. 4.2), workload
+generalization (Sec. 4.3.2) and sampled workloads (Sec. 5.1). Their run times are benchmarks
+(benchmarks/matrix), not tests."""
 
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ SEPARATION_RATIO = {4: 1.029, 8: 1.039, 16: 1.038, 32: 1.045}
 
 
 @pytest.mark.parametrize("d", [4, 8, 16, 32])
-def test_t33_separation(d: int) -> None:
+def test_separation(d: int) -> None:
     w = marginal_ranges((d, d))
     bound = svdb(w.gram)
     assert bound == pytest.approx(SEPARATION_SVDB[d], rel=1e-4)
@@ -31,7 +33,8 @@ def test_t33_separation(d: int) -> None:
     a = sep.strategy.operator
     np.testing.assert_allclose(a.column_l2_squared(), sep.sensitivity_squared)
     joint = gaussian_error(w.gram, a)
-    # Spec [V] ratios (ours: 1.0290, 1.0390, 1.0380, 1.0492; d = 32 differs by the tie rule).
+    # A reference run's ratios (ours: 1.0290, 1.0390, 1.0380, 1.0492; d = 32 differs by the tie
+    # rule).
     assert joint / bound == pytest.approx(SEPARATION_RATIO[d], abs=5e-3)
     assert joint / bound <= 1.06
     if d <= 16:
@@ -40,7 +43,7 @@ def test_t33_separation(d: int) -> None:
 
 
 def _check_generalized(w, r) -> float:
-    """Column-uniform, full rank, and svdb <= error <= identity's error (spec T34)."""
+    """Column-uniform, full rank, and svdb <= error <= identity's error (Sec. 4.3.2)."""
     a = r.strategy.operator
     norms = a.column_l2_squared()
     np.testing.assert_allclose(norms, norms.max(), rtol=1e-12)
@@ -51,13 +54,13 @@ def _check_generalized(w, r) -> float:
 
 
 @pytest.mark.parametrize(("n", "blocks"), [(64, 4), (256, 8), (1024, 8)])
-def test_t34_generalization(n: int, blocks: int) -> None:
+def test_generalization(n: int, blocks: int) -> None:
     w = random_ranges(min(2000, n * (n + 1) // 10), (n,), seed=1, bias="extremes")
     assert generalization_blocks(n) == blocks
     r = generalized_lsa(w.gram.dense(), n)
     assert r.m == blocks and len(r.phase2) == blocks
     ratio = _check_generalized(w, r)
-    # Measured, not the paper's "almost as well as LSA" (spec T34): 1.168, 1.325, 1.562.
+    # Measured, not the paper's "almost as well as LSA" (Sec. 4.3.2): 1.168, 1.325, 1.562.
     assert ratio == pytest.approx({64: 1.1677, 256: 1.3249, 1024: 1.5622}[n], abs=1e-3)
 
 
@@ -79,7 +82,7 @@ def _complexity(sample_dims: tuple[int, ...], m: int, bias: str | None) -> float
 
 
 @pytest.mark.parametrize("dims", [(1024,), (32, 32), (16, 8, 8)])
-def test_t35_sampling(dims: tuple[int, ...]) -> None:
+def test_sampling(dims: tuple[int, ...]) -> None:
     uniform = _complexity(dims, 10_000, None)
     assert 0.97 <= uniform <= 1.0 + 1e-9
     assert _complexity(dims, 1000, "extremes") < _complexity(dims, 1000, None)

@@ -1,4 +1,5 @@
-"""The experiment helpers of ``python -m experiments.privelet`` (spec 8.2, 8.3) and the command itself."""
+"""The experiment helpers of ``python -m experiments.privelet`` (the query workload and metrics of
+Xiao, Wang and Gehrke, ICDE 2010, Sec. VII) and the command itself."""
 
 from __future__ import annotations
 

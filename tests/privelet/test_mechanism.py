@@ -1,5 +1,7 @@
-"""Privelet / Privelet+ as mechanisms: calibration (spec 10 B), closed forms (C4-C6), exactness
-(A6, A10, A12), data independence (D4) and a Monte-Carlo check of the exact variance (D1, D2)."""
+"""Privelet / Privelet+ as mechanisms (Xiao, Wang and Gehrke, "Differential Privacy via Wavelet
+Transforms", ICDE 2010): calibration (the epsilon-lambda relation of generalized sensitivity, Sec.
+III-A, Thm. 2), the closed forms of Privelet+ (Sec. VI-D, Cor. 1, Eq. (7)), exactness without
+noise, data independence of the error and a Monte-Carlo check of the exact variance."""
 
 from __future__ import annotations
 
@@ -42,7 +44,7 @@ def occupation(leaves: int, groups: int) -> dict:
 
 
 def census_schema(age: int, occupations: int, income: int) -> Schema:
-    """Table III of the paper (spec 8.1): Age, Gender, Occupation (3 levels), Income."""
+    """Table III of the paper (Sec. VII): Age, Gender, Occupation (3 levels), Income."""
     return Schema.from_dict(
         {
             "attributes": [
@@ -68,7 +70,7 @@ def test_public_names_and_registry() -> None:
     assert Privelet(1.0).neighbour == "replace"
 
 
-# -- B2, C5, C6: calibration and the paper's closed forms ---------------------------------------
+# -- calibration and the paper's closed forms (Sec. VI-D, Cor. 1, Eq. (7)) -------------------------
 
 
 @pytest.mark.parametrize(
@@ -78,8 +80,8 @@ def test_census_schemas(age: int, occ: int, income: int, bound: float) -> None:
     schema = census_schema(age, occ, income)
     plus = PriveletPlus(1.0)
     plan = plus.plan(schema)
-    assert plan.plain == ("age", "gender")  # C6
-    assert plan.noise_scale(1.0) == 66.0  # B2: lambda = (2/eps) * 3 * 11
+    assert plan.plain == ("age", "gender")  # the choice of S_A (Sec. VI-D)
+    assert plan.noise_scale(1.0) == 66.0  # lambda = (2/eps) * 3 * 11 (Thm. 2, Cor. 1)
     assert plus.worst_case_variance(schema) == pytest.approx(bound, rel=1e-4)  # Eq. (7)
     assert PriveletPlus(0.5, neighbour="add_remove").plan(schema).noise_scale(0.5) == 66.0
     assert Privelet(1.0).plan(schema).rho == 528
@@ -154,7 +156,7 @@ def test_integer_coefficients_are_exact_and_bounded() -> None:
 
 
 def test_replace_pairs_privacy_loss() -> None:
-    """B3: every replace pair moves the weighted coefficients by at most 2 rho (= eps lambda)."""
+    """Every replace pair moves the weighted coefficients by at most 2 rho (= eps lambda)."""
     schema = Schema.from_dict(
         {
             "attributes": [
@@ -177,7 +179,7 @@ def test_replace_pairs_privacy_loss() -> None:
     assert add.noise_scale(1.0) == plan.noise_scale(1.0) / 2
 
 
-# -- A6, A10, A12: exactness and reductions ------------------------------------------------------
+# -- exactness and reductions ----------------------------------------------------------------------
 
 
 def test_toy_tables_i_ii() -> None:
@@ -273,7 +275,7 @@ def test_fig5_sub_matrices_equal_identity_axis() -> None:
 
 
 def test_error_is_data_independent() -> None:
-    """D4: the same seed on two different histograms gives the same M* - M (up to snapping)."""
+    """The same seed on two different histograms gives the same M* - M (up to snapping)."""
     schema = Schema.from_dict({"attributes": [ordinal(5), FIG3]})
     rng = np.random.default_rng(4)
     m1, m2 = rng.integers(0, 50, size=schema.shape), rng.integers(0, 50, size=schema.shape)
@@ -293,7 +295,7 @@ def test_variance_model_save_load_and_bounds(tmp_path) -> None:
     assert isinstance(model, PriveletVariance)
     v = model.coefficient_variance
     assert model.paper_bound() == pytest.approx(v * 2.5 * 4)
-    # C3: the largest box variance is the product of the per-axis maxima; over the paper's
+    # The largest box variance is the product of the per-axis maxima; over the paper's
     # admissible queries (nodes of the hierarchy) it is at most the bound of Theorem 3
     fig3 = NominalAxis(NominalTree.from_groups([3, 3]))
     assert model.max_variance() == pytest.approx(v * (19 / 16) * fig3.max_interval_variance())
@@ -307,17 +309,17 @@ def test_variance_model_save_load_and_bounds(tmp_path) -> None:
     assert release.variance(q[0]) == pytest.approx(v * (19 / 16) * (137 / 108))
 
 
-# -- D1, D2: Monte Carlo ---------------------------------------------------------------------------
+# -- Monte Carlo -----------------------------------------------------------------------------------
 
 REPLICATES = 20_000
 
 
 def test_monte_carlo_variance() -> None:
-    """Empirical error variance of box queries against ``Release.variance`` (spec D1).
+    """Empirical error variance of box queries against ``Release.variance``.
 
     R independent Privelet releases of Haar(16) x Fig.3 are drawn in ONE Privelet+ release by
-    adding an untransformed replicate axis (spec 6.1: an identity axis is the paper's loop over
-    sub-matrices, and it does not change lambda or the support). The error of a query is a linear
+    adding an untransformed replicate axis (an identity axis is Privelet+'s loop over the
+    sub-matrices, Sec. VI-D, and it does not change lambda or the support). The error of a query is a linear
     combination of independent Laplace variables, so its excess kurtosis is at most 3 and the
     sample variance of R draws has relative standard error at most sqrt((3 + 2) / R) = 1.6%; we
     allow 4 standard errors (6.4%). The mean must be within 4 sigma / sqrt(R) of 0.
@@ -362,7 +364,7 @@ def test_monte_carlo_variance() -> None:
 
 
 def test_monte_carlo_basic_and_one_identity_axis() -> None:
-    """D2: Privelet+ with Fig. 3 transformed and x untransformed; and Basic (all plain)."""
+    """Privelet+ with Fig. 3 transformed and x untransformed; and Basic (all plain)."""
     schema = Schema.from_dict({"attributes": [ordinal(4000, "rep"), ordinal(5), FIG3]})
     counts = np.zeros(schema.shape, dtype=np.int64)
     for plain, lam in ((["rep", "x"], 6.0), (["rep", "x", "h"], 2.0)):

@@ -1,5 +1,7 @@
-"""Transforms of Privelet: the spec's exact vectors (section 10 A), brute-force generalized
-sensitivities (B1) and exact variances (C1-C3), against ``privelet.md``."""
+"""Transforms of Privelet (Xiao, Wang and Gehrke, "Differential Privacy via Wavelet Transforms",
+ICDE 2010): the Haar transform of Sec. IV (Fig. 2), the nominal transform of Sec. V (Fig. 3,
+Eq. (5)) and the HN transform of Sec. VI, on exact vectors; their generalized sensitivities
+(Lemmas 2 and 4, Thm. 2) by brute force; and their exact variances (Lemmas 3 and 5, Thm. 3)."""
 
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ from dpcube.schema import Hierarchy
 FIG3 = NominalTree.from_groups([3, 3])
 
 
-# -- A1-A3: Haar ------------------------------------------------------------------------------
+# -- Haar (Sec. IV, Fig. 2) ------------------------------------------------------------------------
 
 
 def test_haar_fig2_vector() -> None:
@@ -79,7 +81,7 @@ def test_haar_rejects_non_power_of_two_vector() -> None:
         haar_forward([1, 2, 3])
 
 
-# -- A4, A5: nominal ----------------------------------------------------------------------------
+# -- nominal (Sec. V, Fig. 3) ----------------------------------------------------------------------
 
 
 def test_nominal_fig3_vector() -> None:
@@ -127,7 +129,7 @@ def test_hierarchy_contraction_and_ragged_tree() -> None:
         NominalTree([1, 0], [0])
 
 
-# -- A7-A9, A11: HN ------------------------------------------------------------------------------
+# -- HN (Sec. VI) ----------------------------------------------------------------------------------
 
 
 def test_2x2_examples() -> None:
@@ -169,7 +171,7 @@ def test_hn_round_trip_linearity_and_axis_order(axes: list) -> None:
     np.testing.assert_allclose(
         hn_inverse(hn_forward(m1, axes, weighted=True), axes, weighted=True), m1, atol=1e-9
     )
-    for perm in itertools.permutations(range(len(axes))):  # A9: any axis order, same C and M*
+    for perm in itertools.permutations(range(len(axes))):  # any axis order, same C and M*
         permuted = hn_forward(np.transpose(m1, perm), [axes[p] for p in perm])
         np.testing.assert_allclose(np.transpose(permuted, np.argsort(perm)), c1, atol=1e-9)
         noisy = c1 + rng.normal(size=c1.shape)
@@ -211,7 +213,7 @@ def test_round_trip_property(kinds: list[str], sizes: list[int], seed: int) -> N
         assert axis_from_dict(ax.to_dict()).to_dict() == ax.to_dict()
 
 
-# -- B1: generalized sensitivity and support by brute force ------------------------------------
+# -- generalized sensitivity and support by brute force (Lemmas 2 and 4) ---------------------------
 
 
 def _brute(axes: list) -> tuple[float, list[float], int]:
@@ -266,7 +268,8 @@ def test_hn_sensitivity_is_product(axes: list, rho: int) -> None:
 
 
 def test_padded_sensitivity_would_be_unsafe_unpadded() -> None:
-    # spec 3.9: for |A| = 5 the paper's 1 + log2 5 = 3.32 is below what a cell actually attains
+    # Lemma 2's 1 + log2 |A| holds for powers of two: for |A| = 5 its 3.32 is below what a cell
+    # actually attains
     best, _, _ = _brute([HaarAxis(5)])
     assert best == 4 > 1 + np.log2(5)
 
@@ -279,7 +282,7 @@ def test_ragged_sensitivity_is_height() -> None:
     assert support == tree.support
 
 
-# -- C1-C3: exact variances ----------------------------------------------------------------------
+# -- exact variances (Lemmas 3 and 5, Thm. 3) ------------------------------------------------------
 
 
 def _explicit_variance(axes: list, box: tuple[tuple[int, int], ...]) -> float:
@@ -332,7 +335,8 @@ def test_nominal_variances_7_4() -> None:
 
 
 def test_without_mean_subtraction_variance_explodes() -> None:
-    # spec 4.5 / 7.4 / D3: worst query over flat 100 leaves 393 instead of 3.881; Fig. 3: 13.7
+    # Without the mean subtraction of Sec. V: worst query over flat 100 leaves 393 instead of
+    # 3.881; Fig. 3: 13.7
     off = NominalAxis(NominalTree.flat(100), mean_subtraction=False)
     assert off.max_interval_variance() == pytest.approx(393, abs=0.1)
     fig3 = NominalAxis(FIG3, mean_subtraction=False)
@@ -357,7 +361,7 @@ def test_every_interval_variance_matches_explicit(axis) -> None:
 
 
 def test_whole_domain_variance() -> None:
-    # spec 5.4 says V(whole domain) = 1 (only the base contributes); that holds for power-of-two
+    # V(whole domain) = 1 (only the base contributes, Thm. 3) holds for power-of-two
     # domains only: with padding, the real domain is a partial range of the padded one
     assert HaarAxis(64).interval_variance(0, 63) == 1
     assert NominalAxis(FIG3).interval_variance(0, 5) == pytest.approx(1)

@@ -12,7 +12,7 @@ import pytest
 
 from dpcube.release.base import Release, load_release
 from dpcube.release.cells import CellRelease
-from dpcube.release.views import ReportFigure, ReportPart, ReportSection
+from dpcube.release.views import ReportChoice, ReportFigure, ReportPart, ReportSection, ReportTable
 from dpcube.report import sections
 from dpcube.report.build import build_report
 from dpcube.serve.served import ServedRelease
@@ -81,7 +81,15 @@ def test_export_tables_one_per_published_cuboid(releases: dict[str, Release]) ->
 def test_report_parts_are_the_kinds_own(releases: dict[str, Release]) -> None:
     assert set(sections.FIGURES) == set(typing.get_args(ReportFigure))
     assert releases["cells"].report_parts(10) == ("marginals",)
-    assert releases["census"].report_parts(10) == ("census",)
+    (census,) = releases["census"].report_parts(10)
+    assert isinstance(census, ReportSection) and census.ident == "census"
+    (bars,) = census.charts
+    assert bars.ident == "fig-census-nation" and len(bars.queries) == len(bars.labels)
+    nation, drill_down = census.tables
+    assert isinstance(nation, ReportTable) and isinstance(drill_down, ReportChoice)
+    # one query per region and size column, row by row
+    assert len(nation.queries) == len(nation.labels["region"]) * len(nation.value_headers)
+    assert all(len(t.labels["region"]) <= 11 for _, t in drill_down.choices)  # itself + 10 rows
     cube, marginals = releases["cube"].report_parts(10)
     assert isinstance(cube, ReportSection) and marginals == "marginals"
     published = releases["cube"].published  # type: ignore[attr-defined]

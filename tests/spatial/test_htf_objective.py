@@ -1,4 +1,7 @@
-"""HTF spec 16.1-16.2: the homogeneity objective (T1-T4) and Algorithm 1 (T5-T10, T23)."""
+"""HTF (Shaham, Ghinita, Ahuja, Krumm and Shahabi, "HTF: Homogeneous Tree Framework for
+Differentially-Private Release of Location Data", SIGSPATIAL 2021): the homogeneity objective
+(Eqs. 5-7) and its sensitivity, and the near-optimal split point estimator (Sec. 4.1,
+Algorithm 1)."""
 
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ from dpcube.mechanisms.spatial.homogeneity import (
 from dpcube.privacy.random import NO_NOISE, SeededRandomSource
 
 
-def test_t1_worked_example_row_order() -> None:
+def test_worked_example_row_order() -> None:
     F = np.array([[3, 3], [3, 3], [0, 0]])
     assert [objective(F, k, ROW) for k in (1, 2, 3)] == [6.0, 0.0, 8.0]
     assert 1 + int(np.argmin([objective(F, k, ROW) for k in (1, 2)])) == 2
@@ -30,7 +33,7 @@ def test_t1_worked_example_row_order() -> None:
     assert [objective(top_down, k, ROW) for k in (1, 2, 3)] == [0.0, 6.0, 8.0]
 
 
-def test_t2_t3_small_matrices() -> None:
+def test_small_matrices() -> None:
     F = np.array([[1, 3], [1, 3]])
     assert objective(F, 1, COL) == 0.0
     assert objective(F, 1, ROW) == 4.0
@@ -74,7 +77,7 @@ def test_level_objective_equals_eq5(rows: int, cols: int, seed: int, axis: int) 
         assert level(np.array([k]))[0] == pytest.approx(objective(F, k, axis), rel=1e-12, abs=1e-12)
 
 
-def test_t4_sensitivity_property() -> None:
+def test_sensitivity_property() -> None:
     """3,000 random Poisson matrices, one cell +1: |o_k(D) - o_k(D')| <= 2(n-1)/n < 2."""
     rng = np.random.default_rng(4)
     worst = 0.0
@@ -94,7 +97,7 @@ def test_t4_sensitivity_property() -> None:
     assert 1.5 < worst < 2.0
 
 
-def test_t5_exactly_2t_plus_1_evaluations() -> None:
+def test_exactly_2t_plus_1_evaluations() -> None:
     for L in (2, 3, 4, 17, 1024):
         for T in (0, 1, 3, 6):
             calls = {"evaluate": 0, "perturb": 0}
@@ -116,14 +119,14 @@ def test_t5_exactly_2t_plus_1_evaluations() -> None:
     assert level.calls == 7
 
 
-def test_t6_noise_scale() -> None:
+def test_noise_scale() -> None:
     assert split_noise_scale(5e-4, 3) == pytest.approx(28_000)
     assert split_noise_scale(1e-3, 3) == pytest.approx(14_000)
 
 
 @settings(max_examples=40, deadline=None)
 @given(st.integers(2, 2048), st.integers(0, 12), st.integers(0, 2**31))
-def test_t7_output_in_range_with_noise(L: int, T: int, seed: int) -> None:
+def test_output_in_range_with_noise(L: int, T: int, seed: int) -> None:
     rng = np.random.default_rng(seed)
     F = rng.poisson(2.0, size=(L, 1)).astype(np.int64)
     k = get_split_point(F, 1e-3, ROW, T, SeededRandomSource(seed))
@@ -139,7 +142,7 @@ def _step(U: int, s: int) -> np.ndarray:
 @pytest.mark.parametrize(
     "U,s", [(1024, 300), (1024, 700), (1024, 512), (1024, 1), (1024, 1023), (64, 37), (3, 2)]
 )
-def test_t8_noiseless_step_matrices_exact_with_enough_steps(U: int, s: int) -> None:
+def test_noiseless_step_matrices_exact_with_enough_steps(U: int, s: int) -> None:
     F = _step(U, s)
     values = [objective(F, k, ROW) for k in range(1, U)]
     assert int(np.argmin(values)) + 1 == s
@@ -158,11 +161,11 @@ def test_t8_noiseless_step_matrices_exact_with_enough_steps(U: int, s: int) -> N
         (64, 37, 36),
     ],
 )
-def test_t8_noiseless_step_matrices_t3(U: int, s: int, want: int) -> None:
+def test_noiseless_step_matrices_t3(U: int, s: int, want: int) -> None:
     assert get_split_point(_step(U, s), 1.0, ROW, 3, NO_NOISE) == want
 
 
-def test_t9_selection_quality_and_flattening() -> None:
+def test_selection_quality_and_flattening() -> None:
     """1e6 points on a 1024 x 8 step matrix; 200 seeds at eps'=1 and at eps'=1e-6."""
     rng = np.random.default_rng(9)
     s = 300
@@ -187,7 +190,7 @@ def test_t9_selection_quality_and_flattening() -> None:
     assert entropy(flat) > entropy(sharp) + 1.0
 
 
-def test_t10_exhaustive_baseline_noiseless() -> None:
+def test_exhaustive_baseline_noiseless() -> None:
     rng = np.random.default_rng(10)
     for _ in range(20):
         F = rng.poisson(rng.uniform(0.5, 9), size=(rng.integers(2, 12), 5)).astype(np.int64)
@@ -197,7 +200,7 @@ def test_t10_exhaustive_baseline_noiseless() -> None:
     assert 1 <= k <= 8
 
 
-def test_t23_statistical_dp_smoke_algorithm1() -> None:
+def test_statistical_dp_smoke_algorithm1() -> None:
     """6x6 D and D' (one cell +1), Algorithm 1 with eps'=1, T=1, 10^5 runs each (vectorised as
     10^5 identical nodes of one level). For outputs with >= 1,000 hits the frequency ratio must
     stay below e * 1.1 (the 10 % covers sampling error: ~3 % relative sd at 1,000 hits)."""

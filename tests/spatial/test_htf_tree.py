@@ -1,5 +1,6 @@
-"""HTF spec 16.3-16.5: structure (T11-T13), Algorithm 3 and accounting (T14-T18), queries and
-metric (T19-T21), determinism (T22)."""
+"""HTF (Shaham et al., SIGSPATIAL 2021): the tree of its DP space partitioning (Sec. 4.2,
+Algorithm 2), its data perturbation with pruning and the budget across levels (Sec. 4.3,
+Algorithm 3, Eqs. 14-17), queries and the error metric of Sec. 5, and determinism under a seed."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def _assert_tiles(rects: np.ndarray, shape: tuple[int, int]) -> None:
     assert np.all(cover == 1)
 
 
-def test_t11_t12_structure() -> None:
+def test_structure() -> None:
     F = _data()
     h = 9
     tree = htf_partition(F, h, 1e-2, 3, SeededRandomSource(11))
@@ -94,7 +95,7 @@ def test_t11_t12_structure() -> None:
     assert exact.sum() == F.sum()
 
 
-def test_t11_released_leaves_tile_the_grid() -> None:
+def test_released_leaves_tile_the_grid() -> None:
     F = _data()
     r = HTF(1.0, height=10, theta_count=20).release(
         Histogram(spatial_case_schema(32, 32), F), random_state=5
@@ -103,7 +104,7 @@ def test_t11_released_leaves_tile_the_grid() -> None:
     assert sum((a1 - a0) * (b1 - b0) for a0, a1, b0, b1, _ in r.leaves) == F.size
 
 
-def test_t13_split_quality_two_blocks() -> None:
+def test_split_quality_two_blocks() -> None:
     F = np.ones((8, 8), dtype=np.int64)
     F[:, :3] = 9
     tree = htf_partition(F, 1, 1.0, 10, NO_NOISE)
@@ -112,7 +113,7 @@ def test_t13_split_quality_two_blocks() -> None:
     assert objective(F[:, :3], 3, COL) == 0.0 and objective(F[:, 3:], 5, COL) == 0.0
 
 
-def test_t14_geometric_shares() -> None:
+def test_geometric_shares() -> None:
     for h in range(1, 21):
         s = geometric_shares(h, 0.37)
         assert s.sum() == pytest.approx(0.37, rel=1e-12)
@@ -142,7 +143,7 @@ def _path_sums(tree: Tree, draws: list) -> dict[tuple[int, int], float]:
 
 
 @pytest.mark.parametrize("theta_count,theta_cells", [(50, 5), (-INF, 0), (INF, 5), (300, 40)])
-def test_t15_every_path_spends_eps_data(theta_count: float, theta_cells: float) -> None:
+def test_every_path_spends_eps_data(theta_count: float, theta_cells: float) -> None:
     F = _data()
     h, eps_data = 10, 0.7
     tree = htf_partition(F, h, 1e-2, 3, SeededRandomSource(15))
@@ -162,7 +163,7 @@ def test_t15_every_path_spends_eps_data(theta_count: float, theta_cells: float) 
     _assert_tiles(out.rects, F.shape)
 
 
-def test_t16_global_ledger_and_negative_data_budget() -> None:
+def test_global_ledger_and_negative_data_budget() -> None:
     F = _data()
     mech = HTF(0.5, eps_level=1e-3, theta_count=10)
     r = mech.release(Histogram(spatial_case_schema(32, 32), F), random_state=1)
@@ -185,7 +186,7 @@ def test_t16_global_ledger_and_negative_data_budget() -> None:
     assert tree_height(3_500_000, 0.01) == 11
 
 
-def test_t17_only_the_root_when_theta_is_infinite() -> None:
+def test_only_the_root_when_theta_is_infinite() -> None:
     """theta_count = +inf: one leaf, the root, drawn with eps_data - (root share). Its empirical
     variance over 3,000 seeds matches the discrete Laplace variance (~2/eps^2): the sample
     variance of Laplace noise has relative sd sqrt(5/n) = 4.1 %, so 15 % is over 3.5 sd."""
@@ -206,7 +207,7 @@ def test_t17_only_the_root_when_theta_is_infinite() -> None:
     assert np.mean(values) == pytest.approx(F.sum(), abs=5 * math.sqrt(want / 3000))
 
 
-def test_t17_no_pruning_and_extent_rule() -> None:
+def test_no_pruning_and_extent_rule() -> None:
     F = _data()
     h, eps_data = 8, 1.0
     tree = htf_partition(F, h, 1e-2, 3, SeededRandomSource(1))
@@ -238,7 +239,7 @@ def test_t17_no_pruning_and_extent_rule() -> None:
         assert (r[1] - r[0]) * (r[3] - r[2]) >= 5
 
 
-def test_t17_pruned_leaves_fail_a_test() -> None:
+def test_pruned_leaves_fail_a_test() -> None:
     """Every released leaf is childless or failed one of the tests (checked with noise off)."""
     F = _data()
     h, eps_data, theta = 9, 1.0, 80
@@ -267,7 +268,7 @@ def test_t17_pruned_leaves_fail_a_test() -> None:
 
 
 @pytest.mark.parametrize("shape,height", [((1, 1), 3), ((1, 1024), 4), ((2, 2), 25), ((4, 4), 40)])
-def test_t18_childless_safety(shape: tuple[int, int], height: int) -> None:
+def test_childless_safety(shape: tuple[int, int], height: int) -> None:
     for F in (np.zeros(shape, dtype=np.int64), np.arange(math.prod(shape)).reshape(shape)):
         r = HTF(1.0, height=height, eps_level=1e-3).release(
             Histogram(spatial_case_schema(*shape), F), random_state=7
@@ -280,7 +281,7 @@ def test_t18_childless_safety(shape: tuple[int, int], height: int) -> None:
     _assert_tiles(r.rects, (16, 16))
 
 
-def test_t19_query_answering() -> None:
+def test_query_answering() -> None:
     F = _data()
     schema = spatial_case_schema(32, 32)
     r = HTF(1.0, height=6, theta_count=0, theta_cells=0).release(
@@ -310,7 +311,7 @@ def test_t19_query_answering() -> None:
     assert z.sum() == pytest.approx(float(noisy.leaf_counts.sum()))
 
 
-def test_t19_variance_is_the_sum_over_leaves() -> None:
+def test_variance_is_the_sum_over_leaves() -> None:
     meta = ReleaseMetadata("htf", {}, 1.0, None, "add_remove")
     leaf = LeafRelease(
         spatial_case_schema(2, 4),
@@ -322,7 +323,7 @@ def test_t19_variance_is_the_sum_over_leaves() -> None:
     assert leaf.variance({"p": {"bins": [[0, 0], [1, 2]]}}) == pytest.approx(8.0 / 16 + 2.0 / 16)
 
 
-def test_t20_metric() -> None:
+def test_metric() -> None:
     assert relative_error(np.array([0, 100, 10]), np.array([10, 90, 0])).tolist() == [
         50.0,
         10.0,
@@ -330,7 +331,7 @@ def test_t20_metric() -> None:
     ]
 
 
-def test_t21_heights() -> None:
+def test_heights() -> None:
     assert [tree_height(3_500_000, e) for e in (0.1, 0.3, 0.5)] == [15, 16, 17]
     assert tree_height(1_000_000, 0.1) == 13
     F = np.zeros((16, 16), dtype=np.int64)
@@ -342,7 +343,7 @@ def test_t21_heights() -> None:
         assert r.metadata.noise["height"] == want
 
 
-def test_t22_determinism() -> None:
+def test_determinism() -> None:
     H = Histogram(spatial_case_schema(32, 32), _data())
     a = HTF(0.5).release(H, random_state=22)
     b = HTF(0.5).release(H, random_state=22)
@@ -424,7 +425,7 @@ def _pruned_sets(
     return out
 
 
-def test_t23_pruning_decisions_are_dp_by_exact_enumeration() -> None:
+def test_pruning_decisions_are_dp_by_exact_enumeration() -> None:
     """Algorithm 3's released-leaf set on a fixed 4 x 4 partition of height 4: for D and every
     D' with one point more, the exact probabilities of every leaf set differ by at most the
     decision budget on the changed cell's path (below eps_data)."""

@@ -1,5 +1,7 @@
-"""Baselines (spec 13.1, T24), the exact exponential mechanism, PrivTree's privacy bound by exact
-enumeration, and user-level contribution bounding."""
+"""The baselines HTF is compared with (Shaham et al., SIGSPATIAL 2021, Sec. 5 and Figs. 4-6: UG
+and AG of Qardaji, Yang and Li, ICDE 2013; the quadtree and kd-tree of Cormode et al., ICDE 2012;
+Singular and Uniform), the exact exponential mechanism, PrivTree's privacy bound (Zhang, Xiao and
+Xie, SIGMOD 2016) by exact enumeration, and user-level contribution bounding."""
 
 from __future__ import annotations
 
@@ -45,7 +47,7 @@ def _truth(F: np.ndarray, boxes: np.ndarray) -> np.ndarray:
     return np.array([F[a : b + 1, c : d + 1].sum() for (a, b), (c, d) in boxes])
 
 
-def test_t24_ug_beats_singular_on_uniform_data() -> None:
+def test_ug_beats_singular_on_uniform_data() -> None:
     rng = np.random.default_rng(24)
     F = rng.poisson(2.0, size=(64, 64)).astype(np.int64)
     H = Histogram(spatial_case_schema(64, 64), F)
@@ -57,7 +59,7 @@ def test_t24_ug_beats_singular_on_uniform_data() -> None:
     assert relative_error(truth, ug).mean() < relative_error(truth, single_answers).mean()
 
 
-def test_t24_ag_first_level_at_least_ten() -> None:
+def test_ag_first_level_at_least_ten() -> None:
     ag = AdaptiveGrid(0.1)
     assert ag.level1_size(0, 0.1) == 10 and ag.level1_size(3_500_000, 0.1) >= 10
     F = np.random.default_rng(0).poisson(50, size=(64, 64))
@@ -66,7 +68,7 @@ def test_t24_ag_first_level_at_least_ten() -> None:
     assert r.answer({}) == pytest.approx(float(np.sum(r.leaf_counts)))
 
 
-def test_t24_consistency_parent_equals_children_and_is_least_squares() -> None:
+def test_consistency_parent_equals_children_and_is_least_squares() -> None:
     rng = np.random.default_rng(5)
     F = rng.poisson(4, size=(6, 5)).astype(np.int64)
     for tree in (quad_tree(F, 3), binary_tree(F, 4, lambda r, a, L, w: np.maximum(1, L // 3))):

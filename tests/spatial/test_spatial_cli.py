@@ -122,7 +122,9 @@ def test_spatial_experiment_quick(tmp_path: Path) -> None:
         and (out / "heatmap.png").exists()
     )
     assert "| target | result | evidence |" in (out / "checks.md").read_text()
-    t25 = (out / "t25.md").read_text()  # spec T25 on the synthetic sigma = 100 / 20 sets
+    t25 = (
+        out / "t25.md"
+    ).read_text()  # the reproduction targets on the synthetic sigma = 100 / 20 sets
     assert "best geometric quadtree" in t25 and t25.count("PASS") + t25.count("FAIL") == 4
 
 

@@ -3,7 +3,7 @@
 
 ``dpcube export REL --format csv|parquet [--out FILE] [--level L] [--cuboid a,b] [--where ...]``
 writes the release's labelled table (:func:`dpcube.release.tables.labelled_table`): to ``--out``
-(atomically, :func:`dpcube.release.base.write_atomic`), or for CSV without ``--out`` to stdout.
+(atomically, :func:`dpcube.files.write_atomic`), or for CSV without ``--out`` to stdout.
 A data-cube release without ``--cuboid`` writes one file per published cuboid into the directory
 ``--out``. An existing file is replaced only with ``--overwrite`` and only when dpcube export wrote it
 there and nobody changed it since (:func:`written_by_dpcube`: a keyed mark, never its header).
@@ -36,8 +36,13 @@ def check_level(level: float) -> float:
     return level
 
 
-def format_table(rows: Any) -> str:
-    """Labelled rows as aligned text: the labels, the estimate and its interval."""
+def format_table(rows: Any, precision: str = "significant") -> str:
+    """Labelled rows as aligned text: the labels, the estimate and its interval, in
+    ``precision`` (:data:`dpcube.release.formats.PRECISIONS`: ``"whole"`` writes counts as
+    whole numbers with each interval rounded outward), then how many rows and what the
+    interval is."""
+    from dpcube.release.formats import format_number, plural
+
     info = rows.info
     columns = rows.columns
     hidden = {"level", "noise_sd", "error_kind", "stddev", "interval_kind", "interval_reason"}
@@ -50,17 +55,25 @@ def format_table(rows: Any) -> str:
         if n not in hidden and not (n.endswith(("_lo", "_hi")) and n[:-3] in columns)
     ]
 
-    def cell(value: Any) -> str:
+    # the figures a count has: each written in ``precision``; any other number (a label's
+    # value) with its six significant digits, or all of them for full precision
+    sides = {"estimate": "", "lower": "lower", "upper": "upper"}
+    other = "full" if precision == "full" else "significant"
+
+    def cell(value: Any, name: str) -> str:
         if isinstance(value, bool):
             return "yes" if value else "NO"
         if isinstance(value, float):
-            return "nan" if math.isnan(value) else f"{value:.6g}"
+            if name in sides:
+                return format_number(value, precision, sides[name])
+            return format_number(value, other)
         return str(value)
 
-    body = [[cell(columns[n][i]) for n in names] for i in range(rows.num_rows)]
+    body = [[cell(columns[n][i], n) for n in names] for i in range(rows.num_rows)]
     widths = [max([len(n), *(len(r[k]) for r in body)]) for k, n in enumerate(names)]
     lines = ["  ".join(n.ljust(w) for n, w in zip(names, widths, strict=True)).rstrip()]
     lines += ["  ".join(v.rjust(w) for v, w in zip(r, widths, strict=True)) for r in body]
+    lines.append(plural(rows.num_rows, "row"))
     level = float(info.get("level") or 0.0)
     kind = info.get("error_kind")
     if kind == "exact":
@@ -124,8 +137,9 @@ def cuboid_file_name(cuboid: list[str], fmt: str) -> str:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from dpcube.release.base import load_release, publication_warning, write_atomic
-    from dpcube.release.formats import encode
+    from dpcube.files import write_atomic
+    from dpcube.release.base import load_release, publication_warning
+    from dpcube.release.formats import encode, plural
     from dpcube.release.marks import forget_written, remember_written, written_sha256
     from dpcube.release.tables import labelled_table, table_info
 
@@ -197,7 +211,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         print(json.dumps(summary), file=out)
     else:
         for w in written:
-            print(f"wrote {w['rows']:,} rows to {w['path']}", file=out)
+            print(f"wrote {plural(w['rows'], 'row')} to {w['path']}", file=out)
         kind = info.get("error_kind")
         what = (
             f"{100 * level:g}% intervals ({kind})"

@@ -136,6 +136,10 @@ def cmd_release(args: argparse.Namespace) -> int:
     if schema is not None and args.mechanism in mechanism_flags.PLANS_FROM_SCHEMA:
         cast(Any, mechanism).choose(schema)  # plan now, before any data is read or counted
     mechanism_flags.check_input_flags(args, args.mechanism)
+    if args.integer:
+        why = mechanism.integer_unavailable(schema)
+        if why is not None:
+            raise UsageError(f"--integer cannot apply to this release: {why} (nothing was charged)")
     # Printed once the release succeeded, so that a refused command stays one error line.
     note = (
         f"note: {args.mechanism} draws Laplace noise here (pure epsilon-DP): --delta "
@@ -162,6 +166,9 @@ def cmd_release(args: argparse.Namespace) -> int:
             release = mechanism.release(
                 data, random_state=args.seed, ledger=ledger, requested_total=requested
             )
+        if args.integer:
+            with progress.step("making the tables whole and consistent (no budget spent)"):
+                release = release.to_integer()
         bootstrap_note = _store_bootstrap(release, args.bootstrap_runs, args.seed)
         out = release.save(args.out, overwrite=args.overwrite)
     except (Exception, KeyboardInterrupt) as exc:
@@ -277,7 +284,7 @@ def _probe_writable(target: str | Path, flag: str) -> None:
     import os
 
     from dpcube.errors import ReleaseError
-    from dpcube.release.base import TEMP_PREFIX
+    from dpcube.files import TEMP_PREFIX
 
     where = Path(target).expanduser()
     while not where.is_dir() and where != where.parent:
@@ -411,7 +418,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     from dpcube.cli.export import check_level, format_table
     from dpcube.query_text import split_names
     from dpcube.release.base import load_release, publication_warning
-    from dpcube.release.formats import answer_json, table_json
+    from dpcube.release.formats import answer_json, precision_for, table_json
 
     level = check_level(args.level)
     release = load_release(args.release)
@@ -436,7 +443,7 @@ def cmd_query(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps({**table_json(table), "covered": covered}))
         else:
-            print(format_table(table))
+            print(format_table(table, precision_for(release, args.full_precision)))
     else:
         from dpcube.release.uncertainty import format_answer
 
@@ -454,7 +461,7 @@ def cmd_query(args: argparse.Namespace) -> int:
                 result["covered"] = covered
             print(json.dumps(result))
         else:
-            print(format_answer(answer, u, 0))
+            print(format_answer(answer, u, 0, precision_for(release, args.full_precision)))
     if args.runs is not None or args.bootstrap_seed is not None:
         from dpcube.release.uncertainty import uncertainty_kind
 
@@ -480,8 +487,9 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 
 def cmd_budget(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.table import Table
+
+    from dpcube.progress import stdout_console
 
     ledger, _ = _ledger(args)
     if args.set_total is not None:
@@ -531,7 +539,7 @@ def cmd_budget(args: argparse.Namespace) -> int:
             )
         )
         return 0
-    console = Console()
+    console = stdout_console()
     console.print(f"data set: {ledger.dataset}\nledger:   {ledger.path}")
     console.print(
         f"epsilon: spent {spent.epsilon:.6g} of {total.epsilon:.6g}, [bold]{left.epsilon:.6g} left[/bold]"
@@ -666,6 +674,14 @@ def _add_release(sub: Any, with_domains: bool = True) -> None:
         "store N replicates with the release so that queries answer without re-running the "
         "mechanism (default 100; 0 stores none; at most 5000; post-processing, no budget spent)",
     )
+    p.add_argument(
+        "--integer",
+        action="store_true",
+        help="publish non-negative whole numbers that stay consistent (every cuboid sums to its "
+        "parents, every region to its children, every total to its parts): TopDown's "
+        "non-negative fit and controlled rounding of the release (post-processing, no budget "
+        "spent; the manifest records how)",
+    )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument(
         "--no-report",
@@ -719,6 +735,12 @@ def _add_query(sub: Any) -> None:
         help="trusted (default): exact noise intervals, or bounds valid on any data where the "
         "release has them; model: the model-based bootstrap interval (narrower, NOT trusted: it "
         "holds only as far as the data resembles the bootstrap's world)",
+    )
+    p.add_argument(
+        "--full-precision",
+        action="store_true",
+        help="print every digit of the answers (default: counts as whole numbers, each interval "
+        "rounded outward; --json always carries every digit)",
     )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_query)

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import yaml
-from rich.console import Console
 from rich.table import Table
 
 from dpcube import progress
@@ -81,7 +80,7 @@ def check_demo_directory(out: Path) -> None:
 def run_demo(rows: int, out: Path, epsilon: float, seed: int) -> int:
     validate_privacy(epsilon)
     check_demo_directory(out)
-    console = Console()
+    console = progress.stdout_console()
     started = time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
     (out / DEMO_MARKER).write_text("written by `dpcube demo`; a rerun replaces the demo's files\n")

@@ -30,7 +30,7 @@ from dpcube.engine.policy import policy_report as policy_report
 from dpcube.schema import Schema
 
 if TYPE_CHECKING:
-    from dpcube.engine.counting import ContributionBound
+    from dpcube.engine.contribution import ContributionBound
     from dpcube.engine.sql import Table
 
 

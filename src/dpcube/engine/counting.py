@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
 from dpcube.engine.base import POLICIES, OutOfDomainPolicy, policy_report
+from dpcube.engine.contribution import ContributionBound
 from dpcube.engine.sql import (
     ABOVE,
     BELOW,
@@ -550,20 +550,6 @@ def _group_size_counts_by_text(
         "region": np.asarray(result["region"], dtype=object),
         **{k: np.asarray(result[k], dtype=np.int64) for k in ("size", "count", "persons")},
     }
-
-
-@dataclass(frozen=True)
-class ContributionBound:
-    """The engine's instruction to bound each unit's rows before counting (the privacy layer's
-    :class:`~dpcube.privacy.unit.PrivacyUnit` with a key): at most ``max_rows`` rows of each
-    value of ``column``, and optionally at most ``max_cells`` cells and ``max_rows_per_cell`` rows
-    in one cell. ``key`` (any text) seeds the random choice; the bound holds for any key."""
-
-    column: str
-    max_rows: int
-    key: str
-    max_cells: int | None = None
-    max_rows_per_cell: int | None = None
 
 
 def bounded_rows_sql(

@@ -106,7 +106,23 @@ def _as_float(x: ArrayLike) -> FloatArray:
     return np.asarray(x, dtype=np.float64)
 
 
-class Identity(LinearOperator):
+class _OneEntryPerColumn(LinearOperator):
+    """An operator whose every column holds a single 1: its column norms, support and sign."""
+
+    def column_l2_squared(self) -> FloatArray:
+        return np.ones(self.cols)
+
+    def column_l1(self) -> FloatArray:
+        return np.ones(self.cols)
+
+    def column_support(self) -> NDArray[np.int64]:
+        return np.ones(self.cols, dtype=np.int64)
+
+    def nonnegative(self) -> bool:
+        return True
+
+
+class Identity(_OneEntryPerColumn):
     """``I_n``: one query per cell.
 
     >>> Identity(3).column_l2_squared().tolist()
@@ -125,23 +141,11 @@ class Identity(LinearOperator):
     def gram(self) -> LinearOperator:
         return Identity(self.cols)
 
-    def column_l2_squared(self) -> FloatArray:
-        return np.ones(self.cols)
-
-    def column_l1(self) -> FloatArray:
-        return np.ones(self.cols)
-
-    def column_support(self) -> NDArray[np.int64]:
-        return np.ones(self.cols, dtype=np.int64)
-
-    def nonnegative(self) -> bool:
-        return True
-
     def sparse(self) -> sp.csr_matrix:
         return sp.identity(self.cols, format="csr", dtype=np.float64)
 
 
-class Total(LinearOperator):
+class Total(_OneEntryPerColumn):
     """``1ᵀ`` (1 x n): the sum of all cells.
 
     >>> Total(3).matvec([1.0, 2.0, 3.0]).tolist()
@@ -160,18 +164,6 @@ class Total(LinearOperator):
 
     def gram(self) -> LinearOperator:
         return Explicit(np.ones((self.cols, self.cols)))
-
-    def column_l2_squared(self) -> FloatArray:
-        return np.ones(self.cols)
-
-    def column_l1(self) -> FloatArray:
-        return np.ones(self.cols)
-
-    def column_support(self) -> NDArray[np.int64]:
-        return np.ones(self.cols, dtype=np.int64)
-
-    def nonnegative(self) -> bool:
-        return True
 
     def sparse(self) -> sp.csr_matrix:
         return sp.csr_matrix(np.ones((1, self.cols)))

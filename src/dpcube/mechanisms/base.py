@@ -229,6 +229,12 @@ class Mechanism(ABC):
                 f"{self.name} does not support neighbour {self.neighbour!r} (supported: {supported})"
             )
 
+    def integer_unavailable(self, schema: Schema | None) -> str | None:
+        """Why this mechanism's release cannot be made whole (``dpcube release --integer``:
+        :meth:`dpcube.release.base.Release.to_integer`), known before the data is read and the
+        budget charged; None (the default) where it can."""
+        return None
+
     # -- declared privacy --------------------------------------------------------------------
     def histogram_sensitivity(self, norm: str) -> float:
         """The sensitivity of the histogram to one neighbouring step of :attr:`privacy_unit` under

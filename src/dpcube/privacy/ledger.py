@@ -386,7 +386,7 @@ class BudgetLedger:
             raise self._corrupt(f"its head file {str(self.head)!r} is unreadable") from None
 
     def _write_head(self, count: int, link: str) -> None:
-        from dpcube.release.base import write_atomic
+        from dpcube.files import write_atomic
 
         write_atomic(self.head, json.dumps({"charges": count, "chain": link}).encode())
 

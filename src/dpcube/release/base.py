@@ -37,7 +37,6 @@ damage and casual edits, not someone who rewrites a table and recomputes every h
 
 from __future__ import annotations
 
-import datetime as _dt
 import hashlib
 import hmac
 import json
@@ -46,7 +45,7 @@ import os
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -56,6 +55,9 @@ from numpy.typing import NDArray
 
 from dpcube import registry
 from dpcube.errors import DPCubeError, QueryError, ReleaseError
+from dpcube.files import TEMP_PREFIX, write_atomic
+from dpcube.release.columns import column_numpy
+from dpcube.release.guarantee import guarantee_markdown
 from dpcube.release.marks import (
     file_key,
     file_sha256,
@@ -66,8 +68,9 @@ from dpcube.release.marks import (
     read_regular_file,
     written_sha256,
 )
+from dpcube.release.metadata import ReleaseMetadata, _library_version
 from dpcube.release.views import ReportPart
-from dpcube.schema import Box, BoxedQueries, BoxedQuery, Schema
+from dpcube.schema import Box, BoxedQueries, BoxedQuery, Interval, Schema, has_set
 
 MANIFEST = "manifest.json"
 REPORT = "report.md"
@@ -85,61 +88,6 @@ MANIFEST_LIMIT = 256 << 20
 JOURNAL_LIMIT = 1 << 20
 #: The most bytes hashed of a file to see whether it carries dpcube's mark.
 OWNED_LIMIT = 1 << 40
-#: Prefix of every temporary file a save writes; the next save into the directory removes them.
-TEMP_PREFIX = ".dpcube-tmp-"
-
-
-def _library_version() -> str:
-    from dpcube.version import __version__
-
-    return __version__
-
-
-@dataclass
-class ReleaseMetadata:
-    """Provenance and guarantee of a release; written to the manifest."""
-
-    mechanism: str
-    params: dict[str, Any]
-    epsilon: float
-    delta: float | None
-    neighbour: str
-    #: What one neighbouring step adds or removes: ``"row"``, or the unit column and its bounds
-    #: (``{"column": "tailnum", "max_rows_per_unit": 50}``; :mod:`dpcube.privacy.unit`).
-    privacy_unit: str | dict[str, Any] = "row"
-    sensitivity: dict[str, float] = field(default_factory=dict)
-    noise: dict[str, Any] = field(default_factory=dict)
-    seeded: bool = False
-    noiseless: bool = False
-    #: Whether the release was charged to a budget ledger (False: ``account=False``, or seeded).
-    accounted: bool = True
-    #: Exact figures of the data the mechanism treats as public, each declared by someone:
-    #: ``{"figure", "value", "declared_by", "how"}`` (e.g. the census number of groups G,
-    #: declared by the curator with ``--public-groups``). Nothing else exact is released.
-    declared_public: list[dict[str, Any]] = field(default_factory=list)
-    release_id: str = field(default_factory=lambda: os.urandom(16).hex())
-    created: str = field(
-        default_factory=lambda: _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
-    )
-    library_version: str = field(default_factory=_library_version)
-    #: Notes on the guarantee (privacy unit, warnings); never a figure computed from the data
-    #: (those go to :attr:`Release.curator_log`, which is not saved).
-    report: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def for_publication(self) -> bool:
-        """False when the noise was seeded (reproducible) or switched off, or nothing was charged."""
-        return not (self.seeded or self.noiseless) and self.accounted
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["for_publication"] = self.for_publication
-        return d
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ReleaseMetadata:
-        fields = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
-        return cls(**fields)
 
 
 def _jsonable(x: Any) -> Any:
@@ -154,37 +102,6 @@ def _jsonable(x: Any) -> Any:
     if isinstance(x, float) and not np.isfinite(x):
         return repr(x)
     return x
-
-
-def _umask() -> int:
-    """The process umask (read by setting and restoring it)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def write_atomic(path: Path, data: bytes, *, temp_tag: str | None = None) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same directory and a rename.
-
-    The file gets the permissions a plain ``open`` would give (``0o666`` less the umask), not the
-    ``0o600`` of :func:`tempfile.mkstemp`; the temporary name starts with :data:`TEMP_PREFIX`,
-    then ``temp_tag`` and a dash when given (:meth:`Release.save` passes the random token its
-    pending journal records, so the next save recognises a temporary file a crash left).
-    """
-    import tempfile  # here, not at the top: ``dpcube query`` writes nothing
-
-    prefix = f"{TEMP_PREFIX}{temp_tag}-" if temp_tag else TEMP_PREFIX
-    fd, tmp = tempfile.mkstemp(prefix=f"{prefix}{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fchmod(f.fileno(), 0o666 & ~_umask())
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _plain_file_name(directory: Path, name: Any, what: str) -> Path:
@@ -474,6 +391,34 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+@dataclass(frozen=True)
+class SetParts:
+    """Queries some of which select sets of categories (``{"attr": {"in": [...]}}``), each as
+    the disjoint queries whose answers it sums (:meth:`Release.set_parts`).
+
+    A set query is one linear query: its answer is the sum of its parts' answers, but its
+    variance is *not* the sum of theirs where their noises are correlated; each kind's
+    ``variance_many`` and bound work it out from the whole selection (``selections``).
+    """
+
+    #: The parts of every query, one query after another (a query without a set is one part).
+    parts: Sequence[Mapping[str, Any]]
+    #: The index in ``parts`` of each query's first part.
+    starts: NDArray[np.intp]
+    #: Per query, the cells it selects as disjoint intervals per axis (their product);
+    #: None for a kind without a schema (census regions).
+    selections: tuple[tuple[tuple[Interval, ...], ...], ...] | None = None
+
+    def sum(self, values: Any) -> NDArray[np.float64]:
+        """Each query's total of ``values`` (one per part; (runs, parts) gives (runs, q))."""
+        return np.add.reduceat(np.asarray(values, dtype=np.float64), self.starts, axis=-1)
+
+    def owners(self) -> NDArray[np.intp]:
+        """The query each part belongs to."""
+        counts = np.diff(np.append(self.starts, len(self.parts)))
+        return np.repeat(np.arange(len(self.starts)), counts)
+
+
 class Release(ABC):
     """The answer-giving result of a mechanism. Subclasses say how tables answer queries."""
 
@@ -507,6 +452,34 @@ class Release(ABC):
         return np.array([schema.box(q) for q in queries], dtype=np.int64).reshape(
             len(queries), -1, 2
         )
+
+    def set_parts(self, queries: Sequence[Mapping[str, Any]]) -> SetParts | None:
+        """``queries`` as the disjoint boxes they sum (:class:`SetParts`) when one of them
+        selects a set of categories; None when none does (each query is then one box). A
+        hierarchy node in a set counts as its leaves; a set naming a category twice is refused
+        (:meth:`dpcube.schema.Nominal.members`)."""
+        import itertools
+
+        if isinstance(queries, BoxedQueries) or not any(has_set(q) for q in queries):
+            return None
+        if self.schema is None:
+            raise QueryError(f"a {self.kind!r} release answers no set of categories")
+        parts: list[BoxedQuery] = []
+        starts: list[int] = []
+        selections = []
+        for i, query in enumerate(queries):
+            try:
+                runs = self.schema.box_set(query)
+            except DPCubeError as exc:
+                if len(queries) == 1:
+                    raise
+                raise QueryError(f"queries[{i}]: {exc}") from None
+            starts.append(len(parts))
+            selections.append(runs)
+            parts.extend(
+                BoxedQuery(query, np.array(box, dtype=np.int64)) for box in itertools.product(*runs)
+            )
+        return SetParts(parts, np.array(starts, dtype=np.intp), tuple(selections))
 
     def answer(self, query: Mapping[str, Any]) -> float:
         """The released answer to one query."""
@@ -609,6 +582,8 @@ class Release(ABC):
         unless it overrides this (census releases: region and size range)."""
         if self.schema is None or isinstance(queries, BoxedQueries):
             return queries
+        if self.set_parts(queries) is not None:  # sums of boxes: each kind splits them itself
+            return queries
         boxes = self.boxes(queries)
         listed = list(queries)
         return BoxedQueries(boxes, {}, lambda k: listed[k])
@@ -647,6 +622,21 @@ class Release(ABC):
         """Drop what this release keeps between calls to answer faster (a summed-area table) if
         it takes more than ``max_bytes``; the default keeps nothing."""
         return None
+
+    # -- whole numbers (dpcube.release.integer) ------------------------------------------------
+    @property
+    def integer_unavailable(self) -> str | None:
+        """Why :meth:`to_integer` cannot make this release whole, None where it can. The
+        default: this kind has no integer post-processing; each kind that has one overrides
+        both."""
+        return f"a {self.kind!r} release has no whole-number post-processing"
+
+    def to_integer(self) -> Release:
+        """A new release of this kind whose figures are non-negative whole numbers, every
+        released aggregate the sum of its parts (:mod:`dpcube.release.integer`: TopDown's
+        non-negative fit and controlled rounding). Post-processing of the released figures:
+        nothing is charged. The default refuses with :attr:`integer_unavailable`."""
+        raise ReleaseError(f"no whole-number release: {self.integer_unavailable}")
 
     # -- uncertainty and labelled tables (dpcube.release.uncertainty, dpcube.release.tables) ---
     def uncertainty(
@@ -729,11 +719,13 @@ class Release(ABC):
         schema = self.schema
         if schema is None:
             return 0
-        box = schema.box(where)
+        runs = schema.box_set(where)
         rows = 1
         for name in schema.names if cuboid is None else cuboid:
             if name in schema.names:
-                rows *= math.prod(hi - lo + 1 for lo, hi in box[schema.axis_slice(name)])
+                rows *= math.prod(
+                    sum(hi - lo + 1 for lo, hi in axis) for axis in runs[schema.axis_slice(name)]
+                )
         return rows
 
     def explorer_view(self) -> dict[str, Any]:
@@ -819,30 +811,24 @@ class Release(ABC):
         """Rebuild a release from what :meth:`save` wrote."""
 
     def report_lines(self) -> list[str]:
-        """Lines of the human-readable report (subclasses add their own)."""
+        """Lines of the human-readable report: the guarantee in sentences and small tables,
+        then notes on the release (subclasses add their own ``- ...`` lines)."""
         m = self.metadata
         lines = [
             f"# dpcube release {m.release_id}",
             "",
-            f"- mechanism: `{m.mechanism}` {json.dumps(_jsonable(m.params))}",
-            f"- privacy: epsilon = {m.epsilon}"
-            + (f", delta = {m.delta}" if m.delta else "")
+            f"- mechanism: `{m.mechanism}`",
+            f"- privacy: epsilon = {m.epsilon:g}"
+            + (f", delta = {m.delta:g}" if m.delta else "")
             + f", neighbour = {m.neighbour}",
-            f"- sensitivity: {json.dumps(_jsonable(m.sensitivity))}",
-            f"- noise: {json.dumps(_jsonable(m.noise))}",
             f"- created: {m.created} with dpcube {m.library_version}",
             f"- HTML report: {REPORT_HTML} (`dpcube report <this directory>` writes it)",
         ]
         if not m.for_publication:
             why = "noise switched off" if m.noiseless else "seeded randomness"
             lines.append(f"- **NOT FOR PUBLICATION** ({why}: the noise is reproducible)")
-        for figure in m.declared_public:
-            lines.append(
-                f"- declared public: {figure.get('figure')} = {figure.get('value')} "
-                f"(declared by the {figure.get('declared_by')}: {figure.get('how')})"
-            )
-        for key, value in m.report.items():
-            lines.append(f"- {key}: {json.dumps(_jsonable(value))}")
+        lines += ["", *guarantee_markdown(m, publication_warning(m))]
+        lines += ["## This release", "", f"- release kind: {self.kind}"]
         return lines
 
     def save(self, directory: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
@@ -1043,37 +1029,6 @@ def read_parquet_bytes(data: bytes | bytearray) -> pa.Table:
         return fallback
 
 
-#: Arrow primitive type names whose numpy dtype has another name.
-_NUMPY_DTYPE = {"double": "float64", "float": "float32", "halffloat": "float16"}
-
-
-def column_numpy(table: pa.Table, column: str | int) -> NDArray[Any]:
-    """A numeric column of an Arrow table as a numpy array.
-
-    Read from the column's data buffer where it is a primitive type without nulls: pyarrow's own
-    ``to_numpy`` imports pandas (half a second of ``dpcube query``'s start-up).
-
-    >>> column_numpy(pa.table({"a": pa.array([1, 2, 3])}).slice(1), "a").tolist()
-    [2, 3]
-    """
-    array = table.column(column).combine_chunks()
-    name = str(array.type)
-    dtype = _NUMPY_DTYPE.get(name, name)
-    if (
-        array.null_count == 0
-        and (pa.types.is_integer(array.type) or pa.types.is_floating(array.type))
-        and len(array.buffers()) == 2
-    ):
-        np_dtype = np.dtype(dtype)
-        data = array.buffers()[1]
-        if data is None:
-            return np.zeros(0, dtype=np_dtype)
-        return np.frombuffer(
-            data, dtype=np_dtype, count=len(array), offset=array.offset * np_dtype.itemsize
-        ).copy()
-    return np.asarray(array.to_numpy(zero_copy_only=False))
-
-
 def box_sizes(boxes: NDArray[np.int64]) -> NDArray[np.int64]:
     """Number of cells in each box of a (q, axes, 2) array."""
     return np.prod(boxes[:, :, 1] - boxes[:, :, 0] + 1, axis=1)
@@ -1083,6 +1038,7 @@ __all__ = [
     "Box",
     "Release",
     "ReleaseMetadata",
+    "SetParts",
     "box_sizes",
     "check_output_directory",
     "column_numpy",
@@ -1090,5 +1046,4 @@ __all__ = [
     "load_release",
     "publication_warning",
     "read_parquet_bytes",
-    "write_atomic",
 ]

@@ -48,6 +48,9 @@ class CellRelease(Release):
         return self._prefix
 
     def answer_many(self, queries: Sequence[Mapping[str, Any]]) -> NDArray[np.float64]:
+        split = self.set_parts(queries)
+        if split is not None:  # sets of categories: the sum of their disjoint boxes
+            return split.sum(self.answer_many(split.parts))
         boxes = self.boxes(queries)
         # A query of one cell (every row of a labelled table) is the cell itself, read directly
         # (no prefix sums, and the same figure whatever other queries come with it).
@@ -74,10 +77,48 @@ class CellRelease(Release):
         if self._prefix is not None and self._prefix.nbytes > max_bytes:
             self._prefix = None
 
+    @property
+    def integer_unavailable(self) -> str | None:
+        """None: every cell release can be made whole (:meth:`to_integer`)."""
+        return None
+
+    def to_integer(self) -> CellRelease:
+        """The cells made non-negative whole counts, every block of the tree below summing
+        exactly to its whole figure and the cells to the released total made whole
+        (:func:`dpcube.release.integer.topdown_blocks`: TopDown on a tree of blocks of 4
+        consecutive cells in the schema's cell order, then blocks of 4 blocks, up to the total).
+        Every derived figure (a range, a marginal, the total) is a sum of the whole cells. The
+        exact noise variance no longer describes the answers (the projection depends on the
+        noise): the new release has no variance model, and its intervals are the parametric
+        bootstrap's (``model``, never trusted), each replicate made whole the same way.
+        Post-processing: nothing is charged."""
+        from dpcube.release.integer import integer_metadata, is_integer, topdown_blocks
+
+        if is_integer(self.metadata):
+            return self
+        metadata = integer_metadata(
+            self.metadata,
+            steps=[
+                "tree: blocks of 4 consecutive cells (schema order), blocks of 4 blocks, ... up "
+                "to the total, each block's figure the sum of the released cells under it",
+                "total: made the nearest whole number >= 0",
+                "each level: every block's children projected in L2 onto the non-negative "
+                "figures summing to the block's whole figure (Held-Wolfe-Crowder 1974), then "
+                "rounded under it by the largest remainders (each moves by less than 1)",
+            ],
+            intervals=(
+                "the exact noise sd described the unrounded cells; the whole cells get the "
+                "model-based bootstrap, each replicate made whole the same way"
+            ),
+        )
+        return CellRelease(self.schema, metadata, topdown_blocks(self.counts))  # type: ignore[arg-type]
+
     def bootstrap_world(self) -> BootstrapWorld:
         """The parametric bootstrap's world (:mod:`dpcube.release.uncertainty`): the released cells,
-        made non-negative whole counts, as the truth; the mechanism re-run on them."""
+        made non-negative whole counts, as the truth; the mechanism re-run on them (and each
+        replicate made whole, :meth:`to_integer`, where this release was)."""
         from dpcube.histogram import Histogram
+        from dpcube.release.integer import is_integer
         from dpcube.release.uncertainty import (
             BootstrapWorld,
             integer_truth,
@@ -89,6 +130,11 @@ class CellRelease(Release):
         truth = integer_truth(self.counts)
         mechanism = rebuild_mechanism(self.metadata)
         data = Histogram(self.schema, truth, privacy_unit=mechanism.privacy_unit)
+        if is_integer(self.metadata):
+            return BootstrapWorld(
+                CellRelease(self.schema, self.metadata, truth),
+                lambda rng: rerun(mechanism, data, rng).to_integer(),
+            )
         return BootstrapWorld(
             CellRelease(self.schema, self.metadata, truth), lambda rng: rerun(mechanism, data, rng)
         )
@@ -96,6 +142,10 @@ class CellRelease(Release):
     def variance_many(self, queries: Sequence[Mapping[str, Any]]) -> NDArray[np.float64]:
         if self.variance_model is None:
             return np.full(len(queries), np.nan)
+        split = self.set_parts(queries)
+        if split is not None:  # one linear query each: the covariances of its boxes count
+            assert split.selections is not None
+            return self.variance_model.selection_variance_many(split.selections)
         return self.variance_model.variance_many(self.boxes(queries))
 
     def report_parts(self, max_rows: int) -> tuple[ReportPart, ...]:

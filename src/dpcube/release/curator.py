@@ -63,7 +63,8 @@ def _is_curator_log(path: Path) -> bool:
 
 def write(path: Path, log: Mapping[str, Any], release_id: str) -> None:
     """Write ``log`` as JSON under :data:`LABEL`, naming the release it belongs to."""
-    from dpcube.release.base import _jsonable, write_atomic
+    from dpcube.files import write_atomic
+    from dpcube.release.base import _jsonable
 
     path.parent.mkdir(parents=True, exist_ok=True)
     doc = {"WARNING": LABEL, "release_id": release_id, "diagnostics": _jsonable(dict(log))}

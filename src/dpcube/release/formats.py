@@ -17,6 +17,67 @@ import numpy as np
 #: The table encodings :func:`encode` writes.
 FORMATS = ("csv", "parquet")
 
+#: How numbers are written for a person (``dpcube query``'s answers and tables): ``"whole"``
+#: (counts: whole numbers, an interval rounded outward so that it still covers what it
+#: covered), ``"significant"`` (six significant digits: a release of sums of a measure), or
+#: ``"full"`` (every digit: the shortest text that reads back as the same float). JSON, CSV and
+#: Parquet always carry the full figures.
+PRECISIONS = ("whole", "significant", "full")
+
+
+def precision_for(release: Any, full: bool = False) -> str:
+    """The :data:`PRECISIONS` entry a release's answers are printed in: ``"full"`` when asked
+    for, ``"whole"`` for counts, ``"significant"`` for sums of a measure."""
+    if full:
+        return "full"
+    measure = getattr(release, "metadata", None)
+    params = getattr(measure, "params", {}) or {}
+    return "whole" if params.get("measure", "count") == "count" else "significant"
+
+
+def format_number(value: float, precision: str = "significant", side: str = "") -> str:
+    """One figure as text in ``precision`` (:data:`PRECISIONS`); for ``"whole"``, ``side``
+    ``"lower"`` rounds down and ``"upper"`` up (an interval's ends), else to the nearest.
+
+    >>> format_number(1095.54, "whole"), format_number(-0.476702, "whole")
+    ('1096', '0')
+    >>> format_number(12.2, "whole", "lower"), format_number(12.2, "whole", "upper")
+    ('12', '13')
+    >>> format_number(36.00000000005821, "significant"), format_number(0.1 + 0.2, "full")
+    ('36', '0.30000000000000004')
+    """
+    x = float(value)
+    if not math.isfinite(x):
+        return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
+    if precision == "full":
+        return repr(x)
+    if precision == "whole":
+        whole = math.floor(x) if side == "lower" else math.ceil(x) if side == "upper" else round(x)
+        return str(int(whole))
+    return f"{x:.6g}"
+
+
+def plural(count: int, noun: str, many: str = "") -> str:
+    """``count`` and the noun in its number (``many``: an irregular plural).
+
+    >>> plural(1, "row"), plural(2, "row"), plural(12345, "row"), plural(0, "query", "queries")
+    ('1 row', '2 rows', '12,345 rows', '0 queries')
+    """
+    return f"{count:,} {noun if count == 1 else (many or noun + 's')}"
+
+
+def format_spread(value: float, precision: str = "significant") -> str:
+    """A standard deviation as text: three significant digits next to whole counts (at least
+    the units digit), else as :func:`format_number`.
+
+    >>> format_spread(2.236, "whole"), format_spread(1234.6, "whole"), format_spread(0.5, "full")
+    ('2.24', '1235', '0.5')
+    """
+    x = float(value)
+    if precision != "whole" or not math.isfinite(x):
+        return format_number(x, precision)
+    return str(round(x)) if abs(x) >= 1000 else f"{x:.3g}"
+
 
 def json_ready(value: Any) -> Any:
     """``value`` with NaN and infinities as None (JSON ``null``), through mappings, lists,

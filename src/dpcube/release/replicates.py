@@ -27,7 +27,13 @@ import pyarrow as pa
 from numpy.typing import NDArray
 
 from dpcube.errors import ReleaseError
-from dpcube.release.base import Release, ReleaseMetadata, column_numpy
+from dpcube.release.columns import column_numpy
+from dpcube.release.metadata import ReleaseMetadata
+
+#: A :class:`dpcube.release.base.Release`: its methods call this module (:func:`~dpcube.release.
+#: base.load_release` restores the stored replicates), so the class is not imported here; only the
+#: methods :class:`~dpcube.release.base.Release` declares are called.
+AnyRelease = Any
 
 #: Prefix of the stored replicates' table names in a manifest.
 PREFIX = "bootstrap."
@@ -44,14 +50,14 @@ class StoredReplicates:
     states: list[dict[str, Any]]
     shared: list[str]
     packed: dict[str, pa.Table]
-    _releases: list[Release] | None = field(default=None, repr=False)
+    _releases: list[AnyRelease] | None = field(default=None, repr=False)
     #: The release kind's ``bootstrap_world_version`` the replicates were drawn in (None: the
     #: kind has none, or a release saved before versions were recorded).
     world: str | None = None
 
     @classmethod
     def from_replicates(
-        cls, release: Release, replicates: Sequence[Release], seed: int
+        cls, release: AnyRelease, replicates: Sequence[AnyRelease], seed: int
     ) -> StoredReplicates:
         """Pack ``replicates`` (re-runs of ``release``'s mechanism) for saving with ``release``."""
         own = release.tables()
@@ -85,7 +91,7 @@ class StoredReplicates:
             entry["world"] = self.world
         return entry
 
-    def matches(self, release: Release) -> bool:
+    def matches(self, release: AnyRelease) -> bool:
         """Whether these replicates were drawn in the bootstrap world ``release`` builds today
         (a spatial release saved before its world was clustered was not: its replicates are
         then recomputed, not mixed with the new world's truth)."""
@@ -112,7 +118,7 @@ class StoredReplicates:
         )
 
     def answers(
-        self, release: Release, queries: Sequence[Mapping[str, Any]], keep_bytes: int = 0
+        self, release: AnyRelease, queries: Sequence[Mapping[str, Any]], keep_bytes: int = 0
     ) -> NDArray[np.float64]:
         """The (runs, q) answers of the replicates to ``queries``: in one vectorised pass over the
         packed tables where the kind has one (:meth:`Release.packed_replicate_answers`), else
@@ -125,7 +131,7 @@ class StoredReplicates:
                 return np.asarray(out, dtype=np.float64)
         return release.replicate_answers(self.releases(release), queries, keep_bytes)
 
-    def releases(self, release: Release) -> list[Release]:
+    def releases(self, release: AnyRelease) -> list[AnyRelease]:
         """The replicates as releases of ``release``'s kind (restored once, then kept)."""
         if self._releases is None:
             own = release.tables() if self.shared else {}

@@ -11,8 +11,8 @@ Columns, per attribute of the row's cell:
 
 then ``estimate`` (the release's answer for that row), ``stddev`` (the answer's error sd: the
 exact noise sd, or the bootstrap error), ``lower`` and ``upper`` (the interval at ``level``),
-``level`` (``confidence_level`` in a census table, whose ``level`` is the region's level in the
-hierarchy); and, where the error is not exact, ``noise_sd`` and ``error_kind`` ("bootstrap" or
+``level`` (the confidence level, in every kind's table: a census table names the region's
+level in the hierarchy ``region_level``); and, where the error is not exact, ``noise_sd`` and ``error_kind`` ("bootstrap" or
 "none"). The uncertainty is :func:`dpcube.release.uncertainty.answer_uncertainty`'s; the table's
 Arrow metadata (key ``dpcube``) records the release id, kind, level, error kind and its reason.
 
@@ -34,8 +34,16 @@ import numpy as np
 import pyarrow as pa
 from numpy.typing import NDArray
 
-from dpcube.errors import DomainTooLargeError, QueryError
-from dpcube.schema import BoxedQueries, Nominal, Ordinal, Schema, Spatial, default_max_cells
+from dpcube.errors import DomainTooLargeError, QueryError, ReleaseError
+from dpcube.schema import (
+    BoxedQueries,
+    Nominal,
+    Ordinal,
+    Schema,
+    Spatial,
+    default_max_cells,
+    has_set,
+)
 
 #: The key of the Arrow schema metadata that marks a table dpcube wrote.
 METADATA_KEY = b"dpcube"
@@ -94,26 +102,21 @@ def grid_cells(
     if len(set(names)) != len(names):
         raise QueryError(f"attributes {names} repeat a name")
     where = dict(where or {})
-    box = schema.box(where)
-    axes: list[tuple[int, int]] = []
+    # a set of categories in ``where`` selects several runs on its axis: a grouped attribute
+    # lists the categories of its runs, any other keeps the set in every row (a sum of boxes)
+    runs = schema.box_set(where)
+    box = tuple((axis[0][0], axis[-1][1]) for axis in runs)
+    values: list[NDArray[np.int64]] = []
     for name in names:
-        axes.extend(box[schema.axis_slice(name)])
-    count = math.prod(hi - lo + 1 for lo, hi in axes)
+        for axis in runs[schema.axis_slice(name)]:
+            values.append(np.concatenate([np.arange(lo, hi + 1) for lo, hi in axis]))
+    count = math.prod(len(v) for v in values)
     if count > default_max_cells():
         raise DomainTooLargeError(
             f"a table of {count:,} rows is more than the {default_max_cells():,} cells that may be "
             "materialised; group by fewer attributes or constrain them with --where"
         )
-    index = (
-        [
-            (grid.ravel() + lo)
-            for grid, (lo, _) in zip(
-                np.indices([hi - lo + 1 for lo, hi in axes]), axes, strict=True
-            )
-        ]
-        if axes
-        else []
-    )
+    index = [grid.ravel() for grid in np.meshgrid(*values, indexing="ij")] if values else []
     labels: dict[str, Any] = {}
     position = 0
     boxes = np.repeat(np.asarray(box, dtype=np.int64)[None, :, :], count, axis=0)
@@ -142,6 +145,8 @@ def grid_cells(
             )
         return out
 
+    if any(has_set({n: v}) for n, v in where.items() if n not in names):
+        return labels, [{**where, **row(k)} for k in range(count)]
     return labels, BoxedQueries(boxes, where, row)
 
 
@@ -223,9 +228,12 @@ def rows_from_cells(
     columns["stddev"] = floats(u.stddev)
     columns["lower"] = floats(u.lower)
     columns["upper"] = floats(u.upper)
-    # a census table's hierarchy level is a label named "level": the confidence level then goes
-    # under "confidence_level" rather than overwrite it
-    columns["confidence_level" if "level" in columns else "level"] = np.full(n, float(level))
+    if "level" in columns:  # a kind's label may not take the interval's column
+        raise ReleaseError(
+            f"a {release.kind!r} release labels its rows with a column 'level', which every "
+            "labelled table keeps for the interval's confidence level"
+        )
+    columns["level"] = np.full(n, float(level))
     if u.kind != "exact":
         columns["noise_sd"] = floats(u.noise_sd)
         columns["error_kind"] = [str(u.kind)] * n

@@ -83,7 +83,12 @@ from numpy.typing import NDArray
 
 from dpcube.errors import ReleaseError
 from dpcube.privacy.unit import PrivacyUnit
-from dpcube.release.base import Release, ReleaseMetadata
+from dpcube.release.metadata import ReleaseMetadata
+
+#: A :class:`dpcube.release.base.Release`: its methods call this module
+#: (:meth:`~dpcube.release.base.Release.uncertainty`), so the class is not imported here; only the
+#: hooks :class:`~dpcube.release.base.Release` declares are called.
+AnyRelease = Any
 
 #: Largest total size of the replicates' summed-area tables kept between calls (bytes): 256 x
 #: 256 cells x 200 replicates (105 MB) are kept; 1024 x 1024 (1.7 GB) are dropped and rebuilt on
@@ -217,8 +222,8 @@ class BootstrapWorld:
     """The bootstrap's truth (a release answering queries exactly on it) and a way to re-run the
     mechanism on it once with a given generator (post-processing of public data)."""
 
-    truth: Release
-    replicate: Callable[[np.random.Generator], Release]
+    truth: AnyRelease
+    replicate: Callable[[np.random.Generator], AnyRelease]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -267,13 +272,13 @@ def rebuild_mechanism(metadata: ReleaseMetadata) -> Any:
     return cls(**kwargs, **params)
 
 
-def rerun(mechanism: Any, data: Any, rng: np.random.Generator) -> Release:
+def rerun(mechanism: Any, data: Any, rng: np.random.Generator) -> AnyRelease:
     """One bootstrap replicate: ``mechanism`` on public ``data``, unaccounted, seeded by ``rng``.
 
     ``account=False`` and a seeded generator: :func:`dpcube.privacy.accounting.charge_release`
     opens no ledger (the data is the public release itself, so nothing is spent).
     """
-    release: Release = mechanism.release(data, random_state=rng, account=False)
+    release: AnyRelease = mechanism.release(data, random_state=rng, account=False)
     return release
 
 
@@ -312,7 +317,7 @@ def _normal_quantile(level: float) -> float:
 # ------------------------------------------------------------------------------------------------
 
 
-def uncertainty_kind(release: Release) -> tuple[Kind, str]:
+def uncertainty_kind(release: AnyRelease) -> tuple[Kind, str]:
     """Which estimate a release's answers get, and the one-line reason a user reads."""
     if not release.metadata.for_publication and release.metadata.noiseless:
         return "none", "noise switched off: these answers are exact for tests only"
@@ -337,7 +342,7 @@ def uncertainty_kind(release: Release) -> tuple[Kind, str]:
 
 
 def answer_uncertainty(
-    release: Release,
+    release: AnyRelease,
     queries: Sequence[Mapping[str, Any]],
     *,
     level: float = 0.95,
@@ -480,10 +485,10 @@ def bootstrap_interval(
 
 
 #: Replicates per release object, keyed by (runs, seed) or "stored"; freed with the release.
-_CACHE: weakref.WeakKeyDictionary[Release, dict[Any, Any]] = weakref.WeakKeyDictionary()
+_CACHE: weakref.WeakKeyDictionary[AnyRelease, dict[Any, Any]] = weakref.WeakKeyDictionary()
 
 
-def default_runs(release: Release) -> int:
+def default_runs(release: AnyRelease) -> int:
     """The replicates a bootstrap uses when none are asked for: those stored with the release
     (``dpcube release --bootstrap-runs``), else :data:`DEFAULT_RUNS`."""
     stored = release.stored_replicates
@@ -491,8 +496,8 @@ def default_runs(release: Release) -> int:
 
 
 def bootstrap_replicates(
-    release: Release, runs: int | None = None, seed: int | None = None
-) -> tuple[Release, list[Release]]:
+    release: AnyRelease, runs: int | None = None, seed: int | None = None
+) -> tuple[AnyRelease, list[AnyRelease]]:
     """The bootstrap world's truth and ``runs`` replicates of ``release``'s mechanism re-run on it.
 
     The one place replicates come from: the ones stored with the release
@@ -521,7 +526,7 @@ def bootstrap_replicates(
     return truth, reps
 
 
-def _stored_for(release: Release, runs: int, seed: int | None) -> Any:
+def _stored_for(release: AnyRelease, runs: int, seed: int | None) -> Any:
     """The replicates stored with ``release`` if they are the ``runs`` (and ``seed``) asked for."""
     stored = release.stored_replicates
     if stored is not None and runs == stored.runs and seed in (None, stored.seed):
@@ -529,16 +534,16 @@ def _stored_for(release: Release, runs: int, seed: int | None) -> Any:
     return None
 
 
-def _stored_truth(release: Release) -> Release:
+def _stored_truth(release: AnyRelease) -> AnyRelease:
     """The bootstrap world's truth (cheap: built from the release; cached on it)."""
     per_release = _CACHE.setdefault(release, {})
     if "truth" not in per_release:
         per_release["truth"] = release.bootstrap_world().truth
-    truth: Release = per_release["truth"]
+    truth: AnyRelease = per_release["truth"]
     return truth
 
 
-def store_bootstrap(release: Release, runs: int = DEFAULT_RUNS, seed: int | None = None) -> None:
+def store_bootstrap(release: AnyRelease, runs: int = DEFAULT_RUNS, seed: int | None = None) -> None:
     """Compute ``runs`` bootstrap replicates of ``release`` and attach them, so that
     :meth:`Release.save` writes them and a loaded release answers without re-running its mechanism
     (:mod:`dpcube.release.replicates`). ``seed`` (default: drawn from OS entropy) is recorded in
@@ -553,7 +558,7 @@ def store_bootstrap(release: Release, runs: int = DEFAULT_RUNS, seed: int | None
 
 
 def bootstrap_errors(
-    release: Release,
+    release: AnyRelease,
     queries: Sequence[Mapping[str, Any]],
     *,
     runs: int = DEFAULT_RUNS,
@@ -584,46 +589,56 @@ def bootstrap_errors(
 # ------------------------------------------------------------------------------------------------
 
 
-def _fmt(x: float) -> str:
-    return f"{x:.6g}"
-
-
-def format_answer(answer: float, uncertainty: Uncertainty, i: int) -> str:
-    """One line for answer ``i``: the value with its interval, labelled for what it is.
+def format_answer(
+    answer: float, uncertainty: Uncertainty, i: int, precision: str = "significant"
+) -> str:
+    """One line for answer ``i``: the value with its interval, labelled for what it is, in
+    ``precision`` (:data:`dpcube.release.formats.PRECISIONS`: ``"whole"`` writes counts as
+    whole numbers, the interval rounded outward, so that it still covers what it covered).
 
     >>> u = Uncertainty(np.array([5.0]), np.array([2.0]), np.array([2.0]), np.array([1.08]),
     ...     np.array([8.92]), np.zeros(1), "exact", "linear noise", 0.95)
     >>> format_answer(5.0, u, 0)
     '5 (95% interval 1.08 .. 8.92; exact noise sd 2)'
+    >>> format_answer(5.0, u, 0, "whole")
+    '5 (95% interval 1 .. 9; exact noise sd 2)'
     >>> n = Uncertainty(np.array([5.0]), *[np.full(1, np.nan)] * 5, "none", "no error estimate: x", 0.95)
     >>> format_answer(5.0, n, 0)
     '5 (no error estimate: x)'
     """
+    from dpcube.release.formats import format_number, format_spread
+
+    def _fmt(x: float, side: str = "") -> str:
+        return format_number(x, precision, side)
+
+    def _sd(x: float) -> str:
+        return format_spread(x, precision)
+
     pct = f"{100 * uncertainty.level:g}%"
     value = _fmt(float(answer))
     if uncertainty.kind == "bound":
         lo, hi = float(uncertainty.lower[i]), float(uncertainty.upper[i])
-        line = f"{value} ({pct} bound interval {_fmt(lo)} .. {_fmt(hi)}, valid on any data"
+        line = f"{value} ({pct} bound interval {_fmt(lo, 'lower')} .. {_fmt(hi, 'upper')}, valid on any data"
         noise = float(uncertainty.noise_sd[i])
         if np.isfinite(noise):
-            line += f"; noise sd {_fmt(noise)}, noise only, not the error"
+            line += f"; noise sd {_sd(noise)}, noise only, not the error"
         return line + ")"
     if uncertainty.kind == "exact":
         lo, hi, sd = (
             float(a[i]) for a in (uncertainty.lower, uncertainty.upper, uncertainty.stddev)
         )
-        return f"{value} ({pct} interval {_fmt(lo)} .. {_fmt(hi)}; exact noise sd {_fmt(sd)})"
+        return f"{value} ({pct} interval {_fmt(lo, 'lower')} .. {_fmt(hi, 'upper')}; exact noise sd {_sd(sd)})"
     if uncertainty.kind == "bootstrap":
         lo, hi, sd = (
             float(a[i]) for a in (uncertainty.lower, uncertainty.upper, uncertainty.stddev)
         )
         line = (
-            f"{value} ({pct} bootstrap interval {_fmt(lo)} .. {_fmt(hi)}; "
-            f"bootstrap error sd {_fmt(sd)}, {uncertainty.runs} runs"
+            f"{value} ({pct} bootstrap interval {_fmt(lo, 'lower')} .. {_fmt(hi, 'upper')}; "
+            f"bootstrap error sd {_sd(sd)}, {uncertainty.runs} runs"
         )
         noise = float(uncertainty.noise_sd[i])
         if np.isfinite(noise):
-            line += f"; noise sd {_fmt(noise)}, noise only, not the error"
+            line += f"; noise sd {_sd(noise)}, noise only, not the error"
         if not uncertainty.trusted(i):
             line += f"; {UNTRUSTED_NOTE}"
         return line + ")"

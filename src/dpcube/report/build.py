@@ -21,13 +21,13 @@ from pathlib import Path
 import numpy as np
 
 from dpcube.errors import ReleaseError, UsageError
+from dpcube.files import write_atomic
 from dpcube.release.base import (
     REPORT,
     REPORT_HTML,
     Release,
     is_dpcube_report,
     load_release,
-    write_atomic,
 )
 from dpcube.release.marks import forget_written, remember_written, written_sha256
 from dpcube.release.uncertainty import MIN_RUNS, uncertainty_kind

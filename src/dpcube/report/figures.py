@@ -6,6 +6,7 @@ Pure functions of released estimates and their intervals.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -76,10 +77,13 @@ def heat_map(
     categorical: bool = True,
     shapes: Sequence[dict[str, Any]] = (),
     hover_label: str = "estimate",
+    degrees: bool = False,
 ) -> dict[str, Any]:
     """A heat map of ``z`` (rows along ``y``, columns along ``x``) whose hover shows each cell's
     estimate and interval. With ``categorical=False``, ``x``/``y`` are the cells' edges
     (one more than the columns/rows: a lat/lon grid), and ``shapes`` outline rectangles on it.
+    With ``degrees=True`` (``x`` longitude, ``y`` latitude edges), the map keeps the area's true
+    shape: :func:`map_axes`.
 
     >>> spec = heat_map(["a", "b"], ["u"], np.array([[1.0, 2.0]]), np.zeros((1, 2)),
     ...     np.full((1, 2), 3.0), xlabel="x", ylabel="y")
@@ -110,9 +114,58 @@ def heat_map(
         "xaxis": {"title": {"text": xlabel}, "type": axis_type, "automargin": True},
         "yaxis": {"title": {"text": ylabel}, "type": axis_type, "automargin": True},
     }
+    if degrees:
+        layout["xaxis"].update(map_axes(trace["x"], trace["y"])["xaxis"])
+        layout["yaxis"].update(map_axes(trace["x"], trace["y"])["yaxis"])
+        trace["hovertemplate"] = hover.replace("%{x}, %{y}", "latitude %{y}°, longitude %{x}°")
     if shapes:
         layout["shapes"] = list(shapes)
     return {"data": [trace], "layout": layout}
+
+
+def map_aspect(
+    lon_edges: Sequence[float] | NDArray[np.float64],
+    lat_edges: Sequence[float] | NDArray[np.float64],
+) -> float:
+    """Width over height of the area between the outer edges on an equirectangular map scaled at
+    the mid-latitude: a degree of longitude is ``cos(latitude)`` times as long on the ground as a
+    degree of latitude (on a sphere), so ``width / height = dlon cos(mid-latitude) / dlat``
+    (Snyder, *Map Projections: A Working Manual*, USGS Professional Paper 1395, 1987, the
+    equidistant cylindrical projection, eqs. 12-1 and 12-2 with the standard parallel at mid-latitude).
+
+    >>> round(map_aspect([116.20, 116.52], [39.80, 40.12]), 4)  # as tall as wide in degrees
+    0.7665
+    """
+    dlon = float(lon_edges[-1]) - float(lon_edges[0])
+    dlat = float(lat_edges[-1]) - float(lat_edges[0])
+    mid = math.radians((float(lat_edges[0]) + float(lat_edges[-1])) / 2.0)
+    return dlon * math.cos(mid) / dlat
+
+
+def map_axes(
+    lon_edges: Sequence[float] | NDArray[np.float64],
+    lat_edges: Sequence[float] | NDArray[np.float64],
+) -> dict[str, Any]:
+    """Plotly axes of a map: exactly the area's extent, tick labels in degrees, and a degree of
+    latitude drawn ``1 / cos(mid-latitude)`` times as long as a degree of longitude (``scaleanchor``
+    with ``scaleratio``; ``constrain="domain"`` shrinks the plotting area, not the extent), so the
+    plotted area's width over height is :func:`map_aspect`.
+
+    >>> axes = map_axes([0.0, 2.0], [59.0, 61.0])
+    >>> round(axes["yaxis"]["scaleratio"], 4), axes["xaxis"]["ticksuffix"]
+    (2.0, '°')
+    """
+    mid = math.radians((float(lat_edges[0]) + float(lat_edges[-1])) / 2.0)
+    common = {"ticksuffix": "°", "constrain": "domain", "showgrid": False, "zeroline": False}
+    return {
+        "xaxis": {**common, "range": [float(lon_edges[0]), float(lon_edges[-1])]},
+        "yaxis": {
+            **common,
+            "range": [float(lat_edges[0]), float(lat_edges[-1])],
+            "scaleanchor": "x",
+            "scaleratio": 1.0 / math.cos(mid),
+        },
+    }
 
 
 def rectangle(x0: float, x1: float, y0: float, y1: float) -> dict[str, Any]:
@@ -191,4 +244,4 @@ def error_chart(
     return {"data": [trace], "layout": layout}
 
 
-__all__ = ["bar_chart", "error_chart", "heat_map", "rectangle"]
+__all__ = ["bar_chart", "error_chart", "heat_map", "map_aspect", "map_axes", "rectangle"]

@@ -22,24 +22,90 @@ from dpcube.release.formats import json_ready
 FIGURE_CLASS = "dpcube-figure"
 TABLE_CLASS = "dpcube-table"
 
-STYLE = """
-body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif;
-       margin: 0 auto; max-width: 1200px; padding: 1em 2em; color: #1b1b1b; }
-h1 { font-size: 1.6em; } h2 { border-bottom: 1px solid #ccc; padding-bottom: .2em; margin-top: 2em; }
-table { border-collapse: collapse; margin: .5em 0 1em 0; font-size: .9em; }
-th, td { border: 1px solid #ddd; padding: .25em .6em; text-align: right; vertical-align: top; }
-th { background: #f3f3f3; } td.label, th.label { text-align: left; }
-table.guarantee td { text-align: left; } table.guarantee th { text-align: left; width: 14em; }
-.ci { color: #666; font-size: .85em; white-space: nowrap; }
-.untrusted { color: #b00; font-weight: bold; }
-.banner { padding: .8em 1em; margin: 1em 0; border-radius: 4px; font-weight: 600; }
-.banner.publish { background: #e7f5e9; border: 1px solid #6bb77b; }
-.banner.not-publish { background: #fde8e8; border: 1px solid #d33; color: #8a0000; }
-.dpcube-uncertainty { color: #444; font-size: .9em; margin-top: .2em; }
-.note { color: #555; font-size: .9em; }
-.dpcube-figure { margin: 1.5em 0; }
-code { background: #f5f5f5; padding: 0 .2em; }
+#: Class of the box around every table: it scrolls sideways on a screen when the table is wider
+#: than the page, so the page itself never does.
+SCROLL_CLASS = "table-scroll"
+
+#: Widths, in CSS pixels (96 per inch), of the paper the print layout is made for, and of the
+#: margin printed on each side; the printable width is what is left (A4: 794 - 2 x 57 = 680 px).
+PAPER_WIDTH_PX = {"A4": 210 / 25.4 * 96, "Letter": 8.5 * 96}
+PRINT_MARGIN_MM = 15
+
+STYLE = f"""
+body {{ font-family: system-ui, -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif;
+       margin: 0 auto; max-width: 1200px; padding: 1em 2em; color: #1b1b1b;
+       overflow-wrap: anywhere; }}
+h1 {{ font-size: 1.6em; }} h2 {{ border-bottom: 1px solid #ccc; padding-bottom: .2em; margin-top: 2em; }}
+.{SCROLL_CLASS} {{ max-width: 100%; overflow-x: auto; margin: .5em 0 1em 0; }}
+table {{ border-collapse: collapse; font-size: .9em; }}
+th, td {{ border: 1px solid #ddd; padding: .25em .6em; text-align: right; vertical-align: top;
+         overflow-wrap: normal; }}
+th {{ background: #f3f3f3; }} td.label, th.label {{ text-align: left; }}
+table.key-value td, table.key-value th {{ text-align: left; overflow-wrap: anywhere; }}
+table.key-value th {{ width: 14em; font-weight: 600; }}
+.ci {{ color: #666; font-size: .85em; white-space: nowrap; }}
+.untrusted {{ color: #b00; font-weight: bold; }}
+.banner {{ padding: .8em 1em; margin: 1em 0; border-radius: 4px; font-weight: 600; }}
+.banner.publish {{ background: #e7f5e9; border: 1px solid #6bb77b; }}
+.banner.not-publish {{ background: #fde8e8; border: 1px solid #d33; color: #8a0000; }}
+.dpcube-uncertainty {{ color: #444; font-size: .9em; margin-top: .2em; }}
+.note {{ color: #555; font-size: .9em; }}
+.dpcube-figure {{ margin: 1.5em 0; max-width: 100%; }}
+code {{ background: #f5f5f5; padding: 0 .2em; }}
+@page {{ margin: {PRINT_MARGIN_MM}mm; }}
+@media print {{
+  body {{ max-width: none; padding: 0; font-size: 10pt; }}
+  h2 {{ break-after: avoid; }} h3 {{ break-after: avoid; }}
+  .{SCROLL_CLASS} {{ overflow: visible; }}
+  table {{ width: 100%; table-layout: auto; font-size: 7.5pt; }}
+  th, td {{ padding: .15em .3em; overflow-wrap: anywhere; }}
+  td.label, th.label {{ overflow-wrap: normal; }}
+  .ci {{ white-space: normal; }}
+  tr, .dpcube-figure {{ break-inside: avoid; }}
+  #explorer-note, select, label[for=census-state-select] {{ display: none; }}
+  .census-state[hidden] {{ display: none; }}
+  .modebar-container {{ display: none; }}
+}}
 """
+
+#: Width, in CSS pixels, of the printed figures: the printable width of the narrower paper
+#: (A4: 680 px), so that they fit on either without the browser shrinking the whole page.
+PRINT_FIGURE_WIDTH_PX = math.floor(min(PAPER_WIDTH_PX.values()) - 2 * PRINT_MARGIN_MM * 96 / 25.4)
+
+#: Redraws every Plotly figure at :data:`PRINT_FIGURE_WIDTH_PX` as printing starts (a figure
+#: laid out for a wider screen would otherwise run off the paper, or make the browser shrink the
+#: whole page to fit it), and at the screen's width after. ``Plotly.relayout`` draws
+#: synchronously, before the page is printed (``Plotly.Plots.resize`` waits 100 ms first, too
+#: late); the width is fixed, as the browser may not have laid the page out for the paper yet.
+PRINT_SCRIPT = (
+    """
+(function () {
+  var printing = false;
+  function figures() { return document.querySelectorAll('.plotly-graph-div'); }
+  function toPaper() {
+    if (printing || !window.Plotly) { return; }
+    printing = true;
+    figures().forEach(function (gd) {
+      var width = Math.min(PRINT_WIDTH, gd.getBoundingClientRect().width);
+      if (gd._fullLayout && width > 0) { Plotly.relayout(gd, {width: width}); }
+    });
+  }
+  function toScreen() {
+    if (!printing || !window.Plotly) { return; }
+    printing = false;
+    figures().forEach(function (gd) {
+      if (gd._fullLayout) { Plotly.relayout(gd, {width: null, autosize: true}); }
+    });
+  }
+  var print = window.matchMedia ? window.matchMedia('print') : null;
+  if (print && print.addEventListener) {
+    print.addEventListener('change', function (e) { if (e.matches) { toPaper(); } else { toScreen(); } });
+  }
+  window.addEventListener('beforeprint', toPaper);
+  window.addEventListener('afterprint', toScreen);
+})();
+"""
+).replace("PRINT_WIDTH", str(PRINT_FIGURE_WIDTH_PX))
 
 #: Shown on every Plotly figure: no link to Plotly's site, no cloud editing.
 PLOTLY_CONFIG = {
@@ -141,8 +207,22 @@ def table(
     )
     cap = f"<caption>{esc(caption)}</caption>" if caption else ""
     return (
-        f'<table class="{TABLE_CLASS}" id="{esc(element_id)}">{cap}<thead><tr>{head}</tr></thead>'
-        f"<tbody>\n{body}</tbody></table>"
+        f'<div class="{SCROLL_CLASS}"><table class="{TABLE_CLASS}" id="{esc(element_id)}">{cap}'
+        f"<thead><tr>{head}</tr></thead><tbody>\n{body}</tbody></table></div>"
+    )
+
+
+def key_value_table(element_id: str, rows: Sequence[tuple[str, str]]) -> str:
+    """A small two-column table of ``(name, value)`` rows, both HTML already (escape them
+    first), in a box that scrolls sideways when a value is too long for the page.
+
+    >>> key_value_table("t", [("epsilon", "1")])
+    '<div class="table-scroll"><table class="key-value" id="t"><tr><th>epsilon</th><td>1</td></tr></table></div>'
+    """
+    body = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
+    return (
+        f'<div class="{SCROLL_CLASS}"><table class="key-value" id="{esc(element_id)}">{body}'
+        "</table></div>"
     )
 
 
@@ -191,17 +271,22 @@ def page(title: str, release_id: str, head_meta: Mapping[str, str], body: str) -
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         f"<title>{esc(title)}</title>\n<style>{STYLE}</style>\n"
         f"{PLOTLY_START}\n<script>{plotly_js()}</script>\n{PLOTLY_END}\n"
-        f"</head>\n<body>\n{body}</body>\n</html>\n"
+        f"</head>\n<body>\n{body}<script>{PRINT_SCRIPT}</script>\n</body>\n</html>\n"
     )
 
 
 __all__ = [
     "FIGURE_CLASS",
+    "PAPER_WIDTH_PX",
     "PLOTLY_END",
     "PLOTLY_START",
+    "PRINT_FIGURE_WIDTH_PX",
+    "PRINT_MARGIN_MM",
+    "SCROLL_CLASS",
     "TABLE_CLASS",
     "esc",
     "figure",
+    "key_value_table",
     "number",
     "page",
     "plotly_js",

@@ -7,13 +7,13 @@ interval, or no error estimate and why (:mod:`dpcube.release.uncertainty`).
 
 Sizes are capped so that a report stays readable and quick to write; every cap that applies is
 said on the page (:data:`MAX_BARS`, :data:`MAX_HEAT_CELLS`, :data:`MAX_PAIRS`, :data:`MAX_GRID`,
-:data:`MAX_OUTLINED`, :data:`MAX_TABLE_ROWS`, :data:`MAX_STATES`, :data:`MAX_CHILD_ROWS`).
+:data:`MAX_OUTLINED`, :data:`MAX_TABLE_ROWS`; a release kind caps what it describes itself, e.g.
+:attr:`dpcube.mechanisms.census.release.CensusRelease.REPORT_REGIONS`).
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -25,10 +25,17 @@ from numpy.typing import NDArray
 
 from dpcube.errors import DPCubeError
 from dpcube.release.base import Release, publication_warning
+from dpcube.release.guarantee import NEIGHBOURS, guarantee_sentences, guarantee_tables, plain_value
 from dpcube.release.uncertainty import DEFAULT_RUNS, Uncertainty
-from dpcube.release.views import ReportFigure, ReportSection, ReportTable
+from dpcube.release.views import (
+    ReportBars,
+    ReportChoice,
+    ReportFigure,
+    ReportSection,
+    ReportTable,
+)
 from dpcube.report import figures
-from dpcube.report.html import esc, figure, slug, table, with_interval
+from dpcube.report.html import esc, figure, key_value_table, slug, table, with_interval
 from dpcube.schema import BoxedQuery, Nominal, Ordinal, Spatial
 
 #: Bootstrap replicates of ``dpcube report`` (``dpcube query`` uses 200): every figure's
@@ -50,13 +57,12 @@ MAX_HEAT_CELLS = 10_000
 MAX_PAIRS = 10
 #: Most display rows/columns of a spatial heat map; a finer grid is shown in blocks of cells.
 MAX_GRID = 100
+#: Most height, in CSS pixels, of a map (a tall area): with its heading it fits on a printed page.
+MAP_MAX_HEIGHT = 760
 #: Most leaf rectangles outlined on a spatial heat map (the largest ones).
 MAX_OUTLINED = 1500
 #: Most rows of a table (cuboid, leaves); the rest is in ``dpcube export``.
 MAX_TABLE_ROWS = 200
-#: Most states in the census drill-down's list, and most rows of one state's table.
-MAX_STATES = 60
-MAX_CHILD_ROWS = 300
 
 
 @dataclass(frozen=True)
@@ -166,19 +172,11 @@ def uncertainty_caption(u: Uncertainty) -> str:
 
 # -- the guarantee ----------------------------------------------------------------------------
 
-NEIGHBOURS = {
-    "add_remove": "add/remove one record (unbounded DP): the data sets differ by one record",
-    "replace": "replace one record (bounded DP): one record's value changes; the number of "
-    "records is public",
-}
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, default=str, sort_keys=True)
-
 
 def guarantee_section(release: Release, options: ReportOptions, kind_reason: str) -> str:
-    """What was released and under which guarantee (the manifest's metadata, nothing else)."""
+    """What was released and under which guarantee (the manifest's metadata, nothing else): a
+    banner, the guarantee in sentences, a summary table and the small tables of the mechanism's
+    parameters, sensitivities, noise and notes (:mod:`dpcube.release.guarantee`; no JSON)."""
     m = release.metadata
     warning = publication_warning(m)
     if warning:
@@ -188,20 +186,16 @@ def guarantee_section(release: Release, options: ReportOptions, kind_reason: str
             '<div class="banner publish" id="publication">For publication: noise from the '
             "operating system's entropy, charged once to the data set's budget ledger.</div>"
         )
-    notes = {k: v for k, v in m.report.items() if k != "plan"}
     rows: list[tuple[str, str]] = [
         ("release id", f"<code>{esc(m.release_id)}</code>"),
         ("created", esc(m.created)),
         ("dpcube version", esc(m.library_version)),
         ("release kind", esc(release.kind)),
         ("mechanism", f"<code>{esc(m.mechanism)}</code>"),
-        ("parameters", f"<code>{esc(_json(m.params))}</code>"),
         ("epsilon", esc(f"{m.epsilon:g}")),
         ("delta", esc("0 (pure epsilon-DP)" if not m.delta else f"{m.delta:g}")),
         ("neighbour", esc(f"{m.neighbour}: {NEIGHBOURS.get(m.neighbour, '')}".rstrip(": "))),
         ("privacy unit", esc(_unit_words(m.privacy_unit))),
-        ("sensitivity", f"<code>{esc(_json(m.sensitivity))}</code>"),
-        ("noise", f"<code>{esc(_json(m.noise))}</code>"),
         ("for publication", esc("yes" if m.for_publication else f"NO ({warning})")),
         ("error estimates", esc(f"{kind_reason}; intervals at level {options.level:g}")),
     ]
@@ -209,17 +203,24 @@ def guarantee_section(release: Release, options: ReportOptions, kind_reason: str
         (
             "declared public",
             esc(
-                f"{d.get('figure')} = {d.get('value')} (declared by the {d.get('declared_by')}: "
-                f"{d.get('how')})"
+                f"{d.get('figure')} = {plain_value(d.get('value'))} (declared by the "
+                f"{d.get('declared_by')}: {d.get('how')})"
             ),
         )
         for d in m.declared_public
     ]
-    rows += [(str(k), f"<code>{esc(_json(v))}</code>") for k, v in notes.items()]
-    body = "".join(f"<tr><th>{esc(k)}</th><td>{v}</td></tr>" for k, v in rows)
+    sentences = " ".join(guarantee_sentences(m, warning))
+    details = "".join(
+        f"<h3>{esc(title)}</h3>"
+        + key_value_table(
+            f"table-guarantee-{slug(title.lower())}", [(esc(k), esc(v)) for k, v in items]
+        )
+        for title, items in guarantee_tables(m)
+    )
     return (
         '<section id="guarantee"><h2>What was released, under which guarantee</h2>'
-        f'{banner}<table class="guarantee" id="table-guarantee">{body}</table></section>\n'
+        f'{banner}<p id="guarantee-sentences">{esc(sentences)}</p>'
+        f"{key_value_table('table-guarantee', rows)}{details}</section>\n"
     )
 
 
@@ -384,6 +385,8 @@ class _Grid:
     row_label: str
     col_label: str
     query: Callable[[int, int, int, int], Any]
+    #: Rows are latitudes and columns longitudes, in degrees (a map, drawn to its true shape).
+    degrees: bool = False
 
 
 def _grid(release: Release) -> _Grid:
@@ -402,7 +405,7 @@ def _grid(release: Release) -> _Grid:
                 {start: (r0, r1), start + 1: (c0, c1)},
             )  # fmt: skip
 
-        return _Grid(lat, lon, "latitude", "longitude", query)
+        return _Grid(lat, lon, "latitude (degrees)", "longitude (degrees)", query, degrees=True)
     rows, cols = schema.attributes[:2]  # a leaf release over two ordinal axes
 
     def ordinal_query(r0: int, r1: int, c0: int, c1: int) -> Any:
@@ -454,130 +457,102 @@ def spatial_grid_figure(
     spec = figures.heat_map(
         col_edges, row_edges, u.answers.reshape(shape), u.lower.reshape(shape),
         u.upper.reshape(shape), xlabel=g.col_label, ylabel=g.row_label, categorical=False,
-        shapes=shapes, hover_label="released count",
+        shapes=shapes, hover_label="released count", degrees=g.degrees,
     )  # fmt: skip
+    height = 620
+    if g.degrees:
+        # about 700 px of plotting width on a screen, so the map's height follows its shape,
+        # within what fits on a printed page with its heading
+        aspect = figures.map_aspect(col_edges, row_edges)
+        height = int(min(MAP_MAX_HEIGHT, max(360, 700 / aspect + 100)))
+        note += (
+            f" Drawn to the area's shape: a degree of longitude is cos({_mid(row_edges):.2f}°) = "
+            f"{math.cos(math.radians(_mid(row_edges))):.3f} times as wide as a degree of latitude."
+        )
     return figure(
         "fig-spatial", "Released counts on the map", spec,
-        uncertainty_caption(u) + " Hover over a block for its interval." + note, height=620,
+        uncertainty_caption(u) + " Hover over a block for its interval." + note, height=height,
     )  # fmt: skip
+
+
+def _mid(edges: NDArray[np.float64]) -> float:
+    return float(edges[0] + edges[-1]) / 2.0
 
 
 def estimate_table(release: Release, spec: ReportTable, options: ReportOptions) -> str:
     """A table a release describes (:class:`dpcube.release.views.ReportTable`): its labels, then
-    each row's estimate with its interval, then its note and what the intervals are."""
+    each row's estimates with their intervals, then its note and what the intervals are."""
     u = estimate(release, spec.queries, options)
     columns = list(spec.labels)
+    headers = list(spec.value_headers) or [spec.value_header]
+    per = len(headers)
     rows = [
         [esc(spec.labels[c][i]) for c in columns]
-        + [with_interval(u.answers[i], u.lower[i], u.upper[i], u.trusted(i))]
-        for i in range(len(spec.queries))
+        + [
+            with_interval(u.answers[k], u.lower[k], u.upper[k], u.trusted(k))
+            for k in range(i * per, (i + 1) * per)
+        ]
+        for i in range(len(spec.queries) // per)
     ]
+    heading = f"<h3>{esc(spec.heading)}</h3>" if spec.heading else ""
     note = f'<p class="note">{esc(spec.note)}</p>' if spec.note else ""
     return (
-        f"<h3>{esc(spec.heading)}</h3>"
-        + table(slug(spec.ident), [*columns, spec.value_header], rows, labels=len(columns))
+        heading
+        + table(slug(spec.ident), [*columns, *headers], rows, labels=len(columns))
         + note
         + f'<p class="dpcube-uncertainty">{esc(uncertainty_caption(u))}</p>'
     )
 
 
+def chosen_tables(release: Release, spec: ReportChoice, options: ReportOptions) -> str:
+    """Tables shown one at a time (:class:`dpcube.release.views.ReportChoice`): a list of their
+    names, and each table in a block of its own, all but the chosen one hidden."""
+    ident = slug(spec.ident)
+    entries = "".join(
+        f'<option value="{i}">{esc(name)}</option>' for i, (name, _) in enumerate(spec.choices)
+    )
+    blocks = "".join(
+        f'<div class="{ident}" id="{ident}-{i}"{"" if i == 0 else " hidden"}>'
+        + estimate_table(release, chosen, options)
+        + "</div>"
+        for i, (_, chosen) in enumerate(spec.choices)
+    )
+    return (
+        f'<h3>{esc(spec.heading)}</h3><label for="{ident}-select">{esc(spec.label)} </label>'
+        f'<select id="{ident}-select">{entries}</select>{blocks}'
+        f"<script>document.getElementById('{ident}-select').addEventListener('change',"
+        f"function(e){{document.querySelectorAll('.{ident}').forEach(function(d){{"
+        f"d.hidden=(d.id!=='{ident}-'+e.target.value);}});}});</script>"
+    )
+
+
+def bars_figure(release: Release, spec: ReportBars, options: ReportOptions) -> str:
+    """A bar chart a release describes (:class:`dpcube.release.views.ReportBars`): one bar per
+    query, with its interval as error bars."""
+    u = estimate(release, spec.queries, options)
+    chart = figures.bar_chart(
+        list(spec.labels), u.answers, u.lower, u.upper, xlabel=spec.xlabel, ylabel=spec.ylabel
+    )
+    return figure(slug(spec.ident), spec.title, chart, uncertainty_caption(u))
+
+
 def release_section(release: Release, spec: ReportSection, options: ReportOptions) -> str:
     """A section a release describes (:class:`dpcube.release.views.ReportSection`): its title
-    and note, the map of its grid with its outlines (when it has them), its tables."""
+    and note, the map of its grid with its outlines (when it has them), its charts, its
+    tables."""
     note = f'<p class="note">{esc(spec.note)}</p>' if spec.note else ""
     outlines = spec.map_outlines
     drawn = "" if outlines is None else spatial_grid_figure(release, options, outlines)
-    tables = "".join(estimate_table(release, t, options) for t in spec.tables)
-    return f'<section id="{esc(spec.ident)}"><h2>{esc(spec.title)}</h2>{note}{drawn}{tables}</section>\n'
-
-
-# -- census hierarchy -------------------------------------------------------------------------
-
-
-def census_section(release: Any, options: ReportOptions) -> str:
-    """Group sizes as drill-down tables (the nation and its states, then one chosen state and
-    its children), sizes as columns, each cell an estimate with its interval; and a bar chart of
-    the nation's groups by size."""
-    h = release.hierarchy
-    k = int(release.max_size)
-    last = f"{k}+" if release.top_coded else str(k)
-    size_names = [str(s) for s in range(1, k)] + [last]
-    states = np.flatnonzero(np.asarray(h.level) == 2)
-    shown_states = states[:MAX_STATES]
-    children = {
-        int(s): np.flatnonzero(np.asarray(h.parent) == s)[:MAX_CHILD_ROWS] for s in shown_states
-    }
-    regions = [0, *shown_states.tolist()] + [int(c) for s in shown_states for c in children[int(s)]]
-    regions = list(dict.fromkeys(regions))
-    queries = [
-        {"region": h.names[r], "size": size} for r in regions for size in [*range(1, k + 1), [1, k]]
-    ]
-    u = estimate(release, queries, options)
-    per = k + 1
-    position = {r: i for i, r in enumerate(regions)}
-
-    def row(r: int) -> list[str]:
-        base = position[r] * per
-        cells = [with_interval(
-                u.answers[base + j], u.lower[base + j], u.upper[base + j], u.trusted(base + j)
-            )
-                 for j in range(per)]  # fmt: skip
-        return [esc(h.names[r]), *cells]
-
-    header = ["region", *[f"size {s}" for s in size_names], "all sizes"]
-    caption = uncertainty_caption(u)
-    nation = h.names[0]
-    base = 0
-    spec = figures.bar_chart(
-        size_names, u.answers[base : base + k], u.lower[base : base + k],
-        u.upper[base : base + k], xlabel="group size (persons)", ylabel="released groups",
-    )  # fmt: skip
-    parts = [
-        figure("fig-census-nation", f"Groups by size: {nation}", spec, caption),
-        f"<h3>{esc(nation)} and its {len(states):,} regions of level 2</h3>",
-        table("table-census-nation", header, [row(r) for r in [0, *shown_states.tolist()]]),
-        f'<p class="dpcube-uncertainty">{esc(caption)}</p>',
-    ]
-    if len(states) > len(shown_states):
-        parts.append(
-            f'<p class="note">The first {len(shown_states)} of {len(states):,} level-2 regions '
-            "are listed (dpcube export has them all).</p>"
-        )
-    with_children = [int(s) for s in shown_states if len(children[int(s)])]
-    if with_children:
-        options_html = "".join(
-            f'<option value="{i}">{esc(h.names[s])}</option>' for i, s in enumerate(with_children)
-        )
-        parts.append(
-            '<h3>One region, drilled down</h3><label for="census-state-select">Region: </label>'
-            f'<select id="census-state-select">{options_html}</select>'
-        )
-        for i, s in enumerate(with_children):
-            kids = children[s].tolist()
-            total = int(np.count_nonzero(np.asarray(h.parent) == s))
-            more = (
-                f'<p class="note">The first {len(kids)} of {total:,} sub-regions.</p>'
-                if total > len(kids)
-                else ""
-            )
-            hidden = "" if i == 0 else " hidden"
-            parts.append(
-                f'<div class="census-state" id="census-state-{i}"{hidden}>'
-                + table(f"table-census-state-{i}", header, [row(r) for r in [s, *kids]])
-                + f"{more}</div>"
-            )
-        parts.append(
-            "<script>document.getElementById('census-state-select').addEventListener('change',"
-            "function(e){document.querySelectorAll('.census-state').forEach(function(d){"
-            "d.hidden=(d.id!=='census-state-'+e.target.value);});});</script>"
-            f'<p class="dpcube-uncertainty">{esc(caption)}</p>'
-        )
-    levels = ", ".join(f"level {i + 1}: {n:,}" for i, n in enumerate(h.level_sizes))
+    charts = "".join(bars_figure(release, c, options) for c in spec.charts)
+    tables = "".join(
+        chosen_tables(release, t, options)
+        if isinstance(t, ReportChoice)
+        else estimate_table(release, t, options)
+        for t in spec.tables
+    )
     return (
-        '<section id="census"><h2>Group sizes by region</h2>'
-        f'<p class="note">Released number of groups of each size per region ({esc(levels)} '
-        "regions). Cells: estimate [interval].</p>"
-        f"{''.join(parts)}</section>\n"
+        f'<section id="{esc(spec.ident)}"><h2>{esc(spec.title)}</h2>'
+        f"{note}{drawn}{charts}{tables}</section>\n"
     )
 
 
@@ -588,7 +563,6 @@ def census_section(release: Any, options: ReportOptions) -> str:
 #: (:meth:`dpcube.release.base.Release.report_parts`).
 FIGURES: dict[ReportFigure, Callable[[Any, ReportOptions], str]] = {
     "marginals": marginal_sections,
-    "census": census_section,
 }
 
 
@@ -683,20 +657,19 @@ def _unit_words(unit: Any) -> str:
 
 __all__ = [
     "MAX_BARS",
-    "MAX_CHILD_ROWS",
     "MAX_GRID",
     "MAX_HEAT_CELLS",
     "MAX_OUTLINED",
     "MAX_PAIRS",
-    "MAX_STATES",
     "MAX_TABLE_ROWS",
     "NOISE_ONLY",
     "RELEASE_BOOTSTRAP_BUDGET_S",
     "RELEASE_REPORT_RUNS",
     "REPORT_RUNS",
     "ReportOptions",
+    "bars_figure",
     "bootstrap_arguments",
-    "census_section",
+    "chosen_tables",
     "estimate",
     "estimate_table",
     "guarantee_section",

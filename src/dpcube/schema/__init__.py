@@ -38,7 +38,7 @@ from dpcube.schema.attributes import (
     Spatial,
 )
 from dpcube.schema.hierarchy import Hierarchy
-from dpcube.schema.schema import SCHEMA_KEYS, BoxedQueries, BoxedQuery, Schema
+from dpcube.schema.schema import SCHEMA_KEYS, BoxedQueries, BoxedQuery, Schema, has_set
 
 __all__ = [
     "ATTRIBUTE_KEYS",
@@ -56,4 +56,5 @@ __all__ = [
     "Schema",
     "Spatial",
     "default_max_cells",
+    "has_set",
 ]

@@ -7,6 +7,8 @@ import math
 import numbers
 import os
 from collections.abc import Iterable, Mapping, Sequence
+from decimal import Decimal
+from fractions import Fraction
 from typing import Any, TypeAlias
 
 from dpcube.errors import QueryError, SchemaError
@@ -208,3 +210,51 @@ def _fmt(x: float) -> str:
     """
     r = float(f"{x:.12g}")
     return str(int(r)) if r.is_integer() and abs(r) < 2**53 else repr(r)
+
+
+# -- bin edges: computed from the numbers as the schema writes them ------------------------------
+
+
+def _declared(x: float) -> Fraction:
+    """The decimal number a schema wrote for ``x`` (the shortest text that reads back as ``x``,
+    which is what a YAML or JSON ``33.7`` was), as an exact fraction."""
+    return Fraction(Decimal(repr(float(x))))
+
+
+def stepped_edges(lo: float, width: float, bins: int) -> tuple[float, ...]:
+    """``lo + i * width`` for ``i = 0..bins``, worked out exactly on the declared decimals and
+    then rounded once to the nearest float: an edge the schema implies, such as ``36``, is the
+    float of 36 and not the ``36.00000000005821`` that adding ``width`` in floating point
+    gives.
+
+    >>> stepped_edges(33.7, 0.1, 3)
+    (33.7, 33.8, 33.9, 34.0)
+    >>> stepped_edges(0, 0.1, 3) == (0.0, 0.1, 0.2, 0.3)
+    True
+    """
+    a, w = _declared(lo), _declared(width)
+    den = math.lcm(a.denominator, w.denominator)
+    start = a.numerator * (den // a.denominator)
+    step = w.numerator * (den // w.denominator)
+    if max(abs(start), abs(start + bins * step), den) < 2**53:
+        # every numerator and the denominator are floats exactly, and IEEE division rounds once
+        import numpy as np
+
+        numerators = start + np.arange(bins + 1, dtype=np.int64) * step
+        return tuple((numerators.astype(np.float64) / float(den)).tolist())
+    # Python divides integers with one correct rounding, however large they are
+    return tuple((start + i * step) / den for i in range(bins + 1))
+
+
+def split_edges(lo: float, hi: float, parts: int) -> tuple[float, ...]:
+    """``lo + (hi - lo) * i / parts`` for ``i = 0..parts``, worked out exactly on the declared
+    decimals and rounded once (:func:`stepped_edges`); the ends are ``lo`` and ``hi`` themselves.
+
+    >>> split_edges(33.7, 34.3, 6)
+    (33.7, 33.8, 33.9, 34.0, 34.1, 34.2, 34.3)
+    """
+    a, b = _declared(lo), _declared(hi)
+    den = math.lcm(a.denominator, b.denominator)
+    start = a.numerator * (den // a.denominator)
+    end = b.numerator * (den // b.denominator)
+    return tuple((start * (parts - i) + end * i) / (den * parts) for i in range(parts + 1))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import bisect
 import difflib
 import functools
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -26,6 +27,8 @@ from dpcube.schema._common import (
     _name_list,
     _value_pair,
     default_max_cells,
+    split_edges,
+    stepped_edges,
 )
 from dpcube.schema.hierarchy import Hierarchy
 
@@ -122,6 +125,11 @@ class BinScale:
 def _constraint_options(value: Any, where: str, allowed: tuple[str, ...]) -> dict[str, Any]:
     """The keys of a constraint written as a mapping (``bins``, ``values``, ``overlapping``...)."""
     unknown = [k for k in value if k not in allowed]
+    if "in" in unknown:
+        raise QueryError(
+            f"{where}: a set {{'in': [...]}} selects categories of a nominal attribute; for "
+            "this attribute give a range [lo, hi] (or several queries)"
+        )
     if unknown:
         raise QueryError(
             f"{where}: unknown key {unknown[0]!r} in the constraint; expected {', '.join(allowed)}"
@@ -177,7 +185,7 @@ class Ordinal:
                 f"attribute {name!r}: range [{lo:g}, {hi:g}] with width {width:g} gives {bins:,} bins, "
                 f"more than {_limit_source(limit)}; use a wider 'width' or a narrower 'range'"
             )
-        edges = tuple(lo + i * width for i in range(bins + 1))
+        edges = stepped_edges(lo, width, bins)
         return cls(name, edges, high=hi, high_inclusive=True, column=column, width=width)
 
     @classmethod
@@ -322,12 +330,75 @@ class Nominal:
                 f"(categories: {', '.join(self.categories[:10])}{', ...' if len(self.categories) > 10 else ''})"
             ) from None
 
+    def members(self, value: Any) -> tuple[Interval, ...]:
+        """The categories a constraint selects, as disjoint intervals in schema order (adjacent
+        ones merged): one interval for a category, a node, a range or bins; for a set
+        ``{"in": [a, b, ...]}`` of categories and hierarchy nodes (a node counts as its leaves),
+        as many as the set has separate runs. A set naming a category twice (itself, or inside
+        a node it also names) is refused: its answer would count those records twice.
+
+        >>> a = Nominal.build("c", ["UA", "B6", "EV", "DL"])
+        >>> a.members({"in": ["UA", "DL"]}), a.members({"in": ["EV", "DL"]})
+        (((0, 0), (3, 3)), ((2, 3),))
+        """
+        where = f"attribute {self.name!r}"
+        if not (isinstance(value, Mapping) and "in" in value):
+            return self.constraint(value)
+        if len(value) > 1:
+            raise QueryError(f"{where}: 'in' lists a set of categories and takes no other key")
+        listed = value["in"]
+        if (
+            isinstance(listed, str | bytes)
+            or not isinstance(listed, Sequence)
+            or not listed
+            or any(isinstance(v, bool) or not isinstance(v, str | int) for v in listed)
+        ):
+            raise QueryError(
+                f"{where}: 'in' takes a non-empty list of categories or hierarchy nodes, "
+                f"got {listed!r}"
+            )
+        spans = sorted((self._member(v), str(v)) for v in listed)
+        merged: list[list[int]] = []
+        last = ""
+        for (lo, hi), name in spans:
+            if merged and lo <= merged[-1][1]:
+                raise QueryError(
+                    f"{where}: the set names {name!r} and {last!r}, which share categories "
+                    "(a node counts as all its leaves); name each category once"
+                )
+            if merged and lo == merged[-1][1] + 1:
+                merged[-1][1] = hi
+            else:
+                merged.append([lo, hi])
+            last = name
+        return tuple((lo, hi) for lo, hi in merged)
+
+    def _member(self, value: Any) -> Interval:
+        """The interval of one member of a set: a category or a hierarchy node."""
+        key = str(value)
+        if key in self.categories:
+            i = self.categories.index(key)
+            return (i, i)
+        if self.hierarchy is not None and key in self.hierarchy.intervals:
+            return self.hierarchy.interval(key)
+        self.index(value)  # raises the line naming the categories
+        raise AssertionError("unreachable")  # pragma: no cover
+
     def constraint(self, value: Any) -> tuple[Interval, ...]:
         """A category, a hierarchy node, a range of categories ``[first, last]`` in schema
-        order, or categories by position ``{"bins": [i, j]}``."""
+        order, categories by position ``{"bins": [i, j]}``, or a set ``{"in": [...]}`` whose
+        categories are one run (a set of separate runs is several boxes: :meth:`members`)."""
         where = f"attribute {self.name!r}"
+        if isinstance(value, Mapping) and "in" in value:
+            runs = self.members(value)
+            if len(runs) > 1:
+                raise QueryError(
+                    f"{where}: the set {list(value['in'])!r} is {len(runs)} separate runs of "
+                    "categories; a release answers it as their sum (Release.answer), not as one box"
+                )
+            return runs
         if isinstance(value, Mapping):
-            opts = _constraint_options(value, where, ("bins",))
+            opts = _constraint_options(value, where, ("bins", "in"))
             if "bins" not in opts:
                 raise QueryError(f"{where}: a constraint mapping needs 'bins'")
             return (_interval(opts["bins"], self.shape[0], self.name),)
@@ -346,13 +417,15 @@ class Nominal:
             ((_, hi),) = self.constraint(value[1])
             if lo > hi:
                 raise QueryError(
-                    f"{where}: category range {list(value)!r} is reversed (the schema lists "
-                    f"{self.categories[hi]!r} first)"
+                    f"{where}: {list(value)!r} is a range [first, last] of categories in the "
+                    f"schema's order, and the schema lists {self.categories[hi]!r} first; for "
+                    f'the set of these categories write {{"in": {json.dumps(list(value))}}} '
+                    f"(--where: {self.name} in ({', '.join(map(str, value))}))"
                 )
             return ((lo, hi),)
         raise QueryError(
-            f"{where}: expected a category, a hierarchy node, [first, last] categories or "
-            f"{{'bins': [i, j]}}, got {value!r}"
+            f"{where}: expected a category, a hierarchy node, [first, last] categories, a set "
+            f"{{'in': [...]}} or {{'bins': [i, j]}}, got {value!r}"
         )
 
     def describe(self, box: Sequence[Interval]) -> str:
@@ -416,12 +489,8 @@ class Spatial:
         lat0, lon0, lat1, lon1 = self.bbox
         rows, cols = self.shape
         return (
-            BinScale.of_edges(
-                [lat0 + (lat1 - lat0) * i / rows for i in range(rows + 1)], lat1, True, False
-            ),
-            BinScale.of_edges(
-                [lon0 + (lon1 - lon0) * i / cols for i in range(cols + 1)], lon1, True, False
-            ),
+            BinScale.of_edges(split_edges(lat0, lat1, rows), lat1, True, False),
+            BinScale.of_edges(split_edges(lon0, lon1, cols), lon1, True, False),
         )
 
     def constraint(self, value: Any) -> tuple[Interval, ...]:

@@ -74,6 +74,22 @@ class BoxedQueries(Sequence[BoxedQuery]):
         return BoxedQuery({**self._where, **self._row(k)}, self.box_array[k])
 
 
+def _is_set(value: Any) -> bool:
+    return isinstance(value, Mapping) and "in" in value
+
+
+def has_set(query: Any) -> bool:
+    """Whether ``query`` selects a set of categories ``{"in": [...]}`` on some attribute (it is
+    then a sum of boxes: :meth:`Schema.box_set`).
+
+    >>> has_set({"c": {"in": ["a", "b"]}}), has_set({"c": "a"}), has_set(BoxedQuery({}, None))
+    (True, False, False)
+    """
+    if isinstance(query, BoxedQuery) or not isinstance(query, Mapping):
+        return False
+    return any(_is_set(v) for v in query.values())
+
+
 @dataclass(frozen=True)
 class Schema:
     """An ordered tuple of attributes; the domain is their product."""
@@ -201,6 +217,31 @@ class Schema:
                 out.extend((0, n - 1) for n in a.shape)
         return tuple(out)
 
+    def box_set(self, query: Mapping[str, Any]) -> tuple[tuple[Interval, ...], ...]:
+        """The cells a query selects, as disjoint intervals per axis: their product is the
+        selection. One interval per axis for a box; a set of categories ``{"in": [...]}`` gives
+        its attribute's axis one interval per separate run (:meth:`Nominal.members`), so the
+        query is the sum of the boxes of the product, which are disjoint.
+
+        >>> s = Schema.from_dict({"attributes": [
+        ...     {"name": "c", "kind": "nominal", "categories": ["UA", "B6", "EV", "DL"]},
+        ...     {"name": "x", "kind": "ordinal", "range": [0, 9], "width": 1}]})
+        >>> s.box_set({"c": {"in": ["UA", "DL"]}, "x": [2, 3]})
+        (((0, 0), (3, 3)), ((2, 3),))
+        """
+        if not has_set(query):
+            return tuple((interval,) for interval in self.box(query))
+        self.box({k: v for k, v in query.items() if not _is_set(v)})  # unknown names, errors
+        out: list[tuple[Interval, ...]] = []
+        for a in self.attributes:
+            if a.name in query and isinstance(a, Nominal) and _is_set(query[a.name]):
+                out.append(a.members(query[a.name]))
+            elif a.name in query:
+                out.extend((interval,) for interval in a.constraint(query[a.name]))
+            else:
+                out.extend(((0, n - 1),) for n in a.shape)
+        return tuple(out)
+
     def coverage(self, query: Mapping[str, Any]) -> dict[str, str]:
         """What the answer to ``query`` covers, per constrained attribute, in values.
 
@@ -209,11 +250,15 @@ class Schema:
         >>> s.coverage({"income": {"values": [30000, 60000], "overlapping": True}})
         {'income': '25000..99999'}
         """
-        box = self.box(query)
+        runs = self.box_set(query)
         out: dict[str, str] = {}
         for a in self.attributes:
             if a.name in query:
-                out[a.name] = a.describe(box[self.axis_slice(a.name)])
+                axes = runs[self.axis_slice(a.name)]
+                if len(axes) == 1 and len(axes[0]) > 1:  # a set of categories: its runs
+                    out[a.name] = "{" + ", ".join(a.describe([run]) for run in axes[0]) + "}"
+                else:
+                    out[a.name] = a.describe([interval for (interval,) in axes])
         return out
 
     def with_overlapping(self, query: Mapping[str, Any]) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from dpcube.release.base import (
     publication_warning,
 )
 from dpcube.release.formats import answers_json, json_ready
-from dpcube.schema import BoxedQueries, Nominal, Ordinal, Schema, Spatial
+from dpcube.schema import BoxedQueries, Nominal, Ordinal, Schema, Spatial, has_set
 
 #: The report file served when the manifest names none (``dpcube report`` writes it).
 REPORT_HTML = "report.html"
@@ -176,6 +176,8 @@ def attribute_info(attribute: Any) -> dict[str, Any]:
         lat0, lon0, lat1, lon1 = attribute.bbox
         info["lat_range"] = [lat0, lat1]
         info["lon_range"] = [lon0, lon1]
+        # the grid's edges as the library computes them (exactly from the bbox's decimals)
+        info["lat_edges"], info["lon_edges"] = (list(s.edges) for s in attribute.scales)
     return info
 
 
@@ -293,7 +295,8 @@ class ServedRelease:
         has a schema, resolved to their boxes at once (:class:`QueryResolver`, handed on as
         :class:`dpcube.schema.BoxedQueries`: the release reads the box array and builds no
         query dict)."""
-        if self.release.schema is None:
+        if self.release.schema is None or any(has_set(q) for q in queries):
+            # census queries, and sets of categories (sums of boxes the release splits itself)
             for i, query in enumerate(queries):
                 if not isinstance(query, Mapping):
                     raise QueryError(f"queries[{i}] must be an object {{attribute: constraint}}")

@@ -238,3 +238,24 @@ class RegionHierarchy:
             sl = self.level_slice(level)
             np.add.at(out[sl], self.children_of_level(level), out[self.level_slice(level + 1)])
         return out
+
+    def sizes_frame(self, counts: NDArray[Any]) -> Any:
+        """A pandas DataFrame (region, level, size, count) of ``counts`` (regions x sizes 1..k),
+        one row per region and size.
+
+        >>> h = RegionHierarchy.from_parents({"GA": "US", "NY": "US"})
+        >>> frame = h.sizes_frame(np.array([[3, 1], [2, 0], [1, 1]]))
+        >>> len(frame), frame.iloc[2].tolist() == ["GA", 2, 1, 2]
+        (6, True)
+        """
+        import pandas as pd
+
+        k = counts.shape[1]
+        return pd.DataFrame(
+            {
+                "region": np.repeat(np.asarray(self.names, dtype=object), k),
+                "level": np.repeat(self.level, k),
+                "size": np.tile(np.arange(1, k + 1), self.size),
+                "count": np.asarray(counts).ravel(),
+            }
+        )

@@ -522,4 +522,5 @@ class CensusHierarchy(Mechanism):
             private=bool(acct["private"]),
             top_coded=data.top_coded,
             measurements=measured,
+            unit=data.unit,
         )

@@ -7,8 +7,9 @@ number of groups of size lo..hi in the region. Saved and loaded by the shared
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -16,8 +17,14 @@ from numpy.typing import NDArray
 
 from dpcube.errors import QueryError, ReleaseError
 from dpcube.mechanisms.census.hierarchy import RegionHierarchy
-from dpcube.release.base import Release, ReleaseMetadata, column_numpy
-from dpcube.release.views import ReportPart
+from dpcube.release.base import Release, ReleaseMetadata, SetParts, column_numpy
+from dpcube.release.views import (
+    ReportBars,
+    ReportChoice,
+    ReportPart,
+    ReportSection,
+    ReportTable,
+)
 
 if TYPE_CHECKING:
     from dpcube.release.uncertainty import BootstrapWorld
@@ -70,8 +77,13 @@ class CensusRelease(Release):
         private: bool = True,
         top_coded: bool = False,
         measurements: NDArray[np.int64] | None = None,
+        unit: str | None = None,
     ) -> None:
         super().__init__(None, metadata)
+        #: The name of the group (unit) column the sizes count records of, as the curator gave
+        #: it (``dpcube release --group-by``): what a table or figure calls a group; None when
+        #: not known (bare counts).
+        self.unit = unit
         self.hierarchy = hierarchy
         self.values = np.asarray(values, dtype=np.int64)
         #: The noisy measurements before post-processing (regions x sizes: the group sizes n~ or
@@ -98,19 +110,21 @@ class CensusRelease(Release):
         return int(self.values.shape[1])
 
     @property
+    def size_label(self) -> str:
+        """What a group's size counts, for tables and figures: ``records per <unit>``.
+
+        >>> from dpcube.mechanisms.census.hierarchy import RegionHierarchy
+        >>> h = RegionHierarchy.from_parents({"US": None})
+        >>> m = ReleaseMetadata("census-hierarchy", {}, 1.0, None, "add_remove")
+        >>> CensusRelease(m, h, np.zeros((1, 2)), 0, unit="tail_num").size_label
+        'records per tail_num'
+        """
+        return f"records per {self.unit or 'group'}"
+
+    @property
     def table(self) -> Any:
         """pandas DataFrame of (region, level, size, count) for every region and size."""
-        import pandas as pd
-
-        h, k = self.hierarchy, self.max_size
-        return pd.DataFrame(
-            {
-                "region": np.repeat(np.asarray(h.names, dtype=object), k),
-                "level": np.repeat(h.level, k),
-                "size": np.tile(np.arange(1, k + 1), h.size),
-                "count": self.values.ravel(),
-            }
-        )
+        return self.hierarchy.sizes_frame(self.values)
 
     def _box(self, query: Mapping[str, Any]) -> tuple[int, int, int]:
         extra = set(query) - {"region", "size"}
@@ -137,11 +151,58 @@ class CensusRelease(Release):
 
     def parsed(self, queries: Sequence[Mapping[str, Any]]) -> Sequence[Mapping[str, Any]]:
         """The queries with their region and size range resolved once (:class:`CensusQueries`)."""
-        if isinstance(queries, CensusQueries):
+        if isinstance(queries, CensusQueries) or self.set_parts(queries) is not None:
             return queries
         return CensusQueries(queries, self._boxes(queries))
 
+    def set_parts(self, queries: Sequence[Mapping[str, Any]]) -> SetParts | None:
+        """Queries naming a set of regions ``{"region": {"in": [...]}}`` as one query per region
+        (their answers and noises add up: each region's figures carry their own noise). Regions
+        of a set must not overlap: a region and one of its ancestors are refused (the groups of
+        the smaller would be counted twice)."""
+        if isinstance(queries, CensusQueries):
+            return None
+        if not any(
+            isinstance(q, Mapping) and isinstance(q.get("region"), Mapping) for q in queries
+        ):
+            return None
+        parts: list[dict[str, Any]] = []
+        starts: list[int] = []
+        for i, query in enumerate(queries):
+            starts.append(len(parts))
+            region = query.get("region")
+            if not isinstance(region, Mapping):
+                parts.append(dict(query))
+                continue
+            listed = region.get("in")
+            if set(region) != {"in"} or not isinstance(listed, list) or not listed:
+                raise QueryError(
+                    f"queries[{i}]: a set of regions is {{'in': [region, ...]}}, got {region!r}"
+                )
+            indices = [self.hierarchy.region_index(str(name)) for name in listed]
+            for a, b in itertools.combinations(indices, 2):
+                if self._contains(a, b) or self._contains(b, a):
+                    raise QueryError(
+                        f"queries[{i}]: regions {self.hierarchy.names[a]!r} and "
+                        f"{self.hierarchy.names[b]!r} overlap (one contains the other, or they "
+                        "are the same); name each region once"
+                    )
+            parts.extend({**query, "region": self.hierarchy.names[r]} for r in indices)
+        return SetParts(parts, np.array(starts, dtype=np.intp))
+
+    def _contains(self, ancestor: int, region: int) -> bool:
+        """Whether ``region`` is ``ancestor`` or lies inside it."""
+        parent = self.hierarchy.parent
+        while region >= 0:
+            if region == ancestor:
+                return True
+            region = int(parent[region])
+        return False
+
     def answer_many(self, queries: Sequence[Mapping[str, Any]]) -> NDArray[np.float64]:
+        split = self.set_parts(queries)
+        if split is not None:
+            return split.sum(self.answer_many(split.parts))
         r, lo, hi = self._boxes(queries).T
         return (self._cum[r, hi] - self._cum[r, lo - 1]).astype(np.float64)
 
@@ -153,6 +214,9 @@ class CensusRelease(Release):
     ) -> NDArray[np.float64]:
         """The (runs, q) answers of census ``replicates`` in one pass: their cumulative counts
         stacked, each query's two columns read for every replicate at once."""
+        split = self.set_parts(queries)
+        if split is not None:
+            return split.sum(self.replicate_answers(replicates, split.parts, keep_bytes))
         if not all(isinstance(rep, CensusRelease) for rep in replicates):
             return super().replicate_answers(replicates, queries, keep_bytes)
         r, lo, hi = self._boxes(queries).T
@@ -189,6 +253,9 @@ class CensusRelease(Release):
         measurement = noise.get("measurement")
         if not isinstance(per_level, list) or measurement not in ("group_sizes", "cumulative"):
             return np.full(len(queries), np.nan)
+        split = self.set_parts(queries)
+        if split is not None:  # regions that do not overlap: independent noises
+            return split.sum(self.variance_many(split.parts))
         r, lo, hi = self._boxes(queries).T
         cells = hi - lo + 1 if measurement == "group_sizes" else np.where(lo == 1, 1, 2)
         level_variance = np.asarray(per_level, dtype=np.float64)[
@@ -250,6 +317,10 @@ class CensusRelease(Release):
         per_level = np.asarray(noise["cell_variance"], dtype=np.float64)
         cumulative = noise["measurement"] == "cumulative"
         m = self.measurements.astype(np.float64)
+        split = self.set_parts(queries)
+        owners = None
+        if split is not None:  # a set of regions: the sum of their (independent) measurements
+            owners, queries = split.owners(), split.parts
         q = len(queries)
         r, lo, hi = self._boxes(queries).T
         multiplicity = np.zeros((q, len(per_level)))
@@ -262,8 +333,15 @@ class CensusRelease(Release):
             running = np.concatenate([np.zeros((m.shape[0], 1)), np.cumsum(m, axis=1)], axis=1)
             estimate = running[r, hi] - running[r, lo - 1]
             multiplicity[np.arange(q), level_of] = hi - lo + 1
-        t = discrete_laplace_sum_point(multiplicity, per_level, (1.0 - level) / 2.0)
         answers = self.answer_many(queries)
+        if split is not None and owners is not None:
+            # one sum of independent discrete Laplace noises per query: the multiplicities add
+            q = len(split.starts)
+            estimate, answers = split.sum(estimate), split.sum(answers)
+            summed = np.zeros((q, len(per_level)))
+            np.add.at(summed, owners, multiplicity)
+            multiplicity = summed
+        t = discrete_laplace_sum_point(multiplicity, per_level, (1.0 - level) / 2.0)
         lower = np.clip(np.minimum(estimate - t, answers), 0.0, self.groups)
         upper = np.clip(np.maximum(estimate + t, answers), 0.0, self.groups)
         reason = (
@@ -278,6 +356,7 @@ class CensusRelease(Release):
         aggregated up the hierarchy, are the truth; each replicate re-runs the whole mechanism
         (noise, then its consistency/integrality post-processing) on that table."""
         from dpcube.mechanisms.census.table import GroupSizeTable
+        from dpcube.release.integer import is_integer
         from dpcube.release.uncertainty import BootstrapWorld, rebuild_mechanism, rerun
 
         h = self.hierarchy
@@ -288,21 +367,86 @@ class CensusRelease(Release):
         truth = CensusRelease(
             self.metadata, h, table.counts, table.groups, top_coded=self.top_coded
         )
+        if is_integer(self.metadata):
+            return BootstrapWorld(truth, lambda rng: rerun(mechanism, table, rng).to_integer())
         return BootstrapWorld(truth, lambda rng: rerun(mechanism, table, rng))
+
+    @property
+    def integer_unavailable(self) -> str | None:
+        """None: every census release can be made whole (:meth:`to_integer`)."""
+        return None
+
+    def is_whole_and_consistent(self) -> bool:
+        """Whether the released counts are non-negative whole numbers, every region's row the
+        sum of its children's rows, and the root's groups summing to G."""
+        h = self.hierarchy
+        leaves = self.values[h.leaves]
+        return bool(
+            np.all(self.values >= 0)
+            and np.array_equal(h.aggregate(leaves), self.values)
+            and int(self.values[0].sum()) == self.groups
+        )
+
+    def to_integer(self) -> CensusRelease:
+        """The group-size counts as non-negative whole numbers, each region the sum of its
+        children and the root summing to the public G (:func:`dpcube.release.integer.\
+topdown_hierarchy`: TopDown from the root). Every census method already releases such a
+        table (its own consistency and integrality post-processing): the counts are then kept as
+        they are, and the manifest records that they were checked. The noisy measurements stay
+        with the release, so its ``bound`` intervals (from the measurements, widened to hold the
+        answer) stay valid; the bootstrap makes each replicate whole the same way.
+        Post-processing: nothing is charged."""
+        from dpcube.release.integer import integer_metadata, is_integer, topdown_hierarchy
+
+        if is_integer(self.metadata):
+            return self
+        h = self.hierarchy
+        if self.is_whole_and_consistent():
+            values = self.values.copy()
+            steps = [
+                "checked: the counts are already non-negative whole numbers, every region the "
+                "sum of its children, the root summing to G (the mechanism's own "
+                "post-processing); kept unchanged"
+            ]
+        else:
+            values = topdown_hierarchy(self.values, h.parent, h.level, root_total=self.groups)
+            steps = [
+                "root: projected onto the non-negative rows summing to G and rounded under G",
+                "each level: per size, the children projected onto the non-negative figures "
+                "summing to their parent's whole figure, rounded under it (largest remainders)",
+            ]
+        metadata = integer_metadata(
+            self.metadata,
+            steps=steps,
+            intervals="bound intervals from the noisy measurements, widened to hold the answer",
+        )
+        return CensusRelease(
+            metadata,
+            h,
+            values,
+            self.groups,
+            private=self.private,
+            top_coded=self.top_coded,
+            measurements=self.measurements,
+        )
 
     def table_cells(
         self, attributes: Sequence[str] | None = None, where: Mapping[str, Any] | None = None
     ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """Rows region x size (``attributes`` a subset of ``("region", "size")``), inside
-        ``where``: labels ``region``, ``level`` (1 = the root) and ``size``, one query per row."""
+        ``where``: labels ``region``, ``region_level`` (1 = the root) and ``size`` (records per
+        unit), one query per row. (``level`` is the interval's level in every labelled table.)"""
         names = ["region", "size"] if attributes is None else list(attributes)
         unknown = [n for n in names if n not in ("region", "size")]
         if unknown or len(set(names)) != len(names):
             raise QueryError(f"a census release has rows by 'region' and 'size', got {names}")
         where = dict(where or {})
-        r, lo, hi = self._box(where)
         h = self.hierarchy
+        split = self.set_parts([where])  # a set of regions: its regions' rows
+        r, lo, hi = self._box(split.parts[0] if split is not None else where)
         regions = list(range(h.size)) if "region" not in where else [r]
+        if split is not None:
+            regions = [h.region_index(part["region"]) for part in split.parts]
         sizes = list(range(lo, hi + 1))
         rows: list[dict[str, Any]] = [{}]
         if "region" in names:
@@ -313,7 +457,7 @@ class CensusRelease(Release):
         if "region" in names:
             labels["region"] = [row["region"] for row in rows]
             level = {name: int(lv) for name, lv in zip(h.names, h.level, strict=True)}
-            labels["level"] = [level[row["region"]] for row in rows]
+            labels["region_level"] = [level[row["region"]] for row in rows]
         if "size" in names:
             labels["size"] = [row["size"] for row in rows]
         return labels, [{**where, **row} for row in rows]
@@ -336,11 +480,90 @@ class CensusRelease(Release):
                 ],
                 "max_size": int(self.max_size),
                 "top_coded": bool(self.top_coded),
+                "unit": self.unit,
+                "size_label": self.size_label,
             }
         }
 
+    #: Most level-2 regions listed in the report (its table of the nation and the list of the
+    #: regions to drill down into); ``dpcube export`` has them all.
+    REPORT_REGIONS: ClassVar[int] = 60
+
     def report_parts(self, max_rows: int) -> tuple[ReportPart, ...]:
-        return ("census",)
+        """Group sizes by region: a bar chart of the nation's groups by size; a table of the
+        nation and its level-2 regions (the first :attr:`REPORT_REGIONS`), sizes as columns; and
+        one region drilled down (itself and its first ``max_rows`` sub-regions), chosen from a
+        list."""
+        h, k = self.hierarchy, self.max_size
+        size_names = [str(s) for s in range(1, k)] + [f"{k}+" if self.top_coded else str(k)]
+        sizes: list[Any] = [*range(1, k + 1), [1, k]]
+        headers = (*[f"size {s}" for s in size_names], "all sizes")
+        parent, level = np.asarray(h.parent), np.asarray(h.level)
+        states = np.flatnonzero(level == 2)
+        shown = [int(s) for s in states[: self.REPORT_REGIONS]]
+
+        def by_size(ident: str, heading: str, regions: list[int], note: str | None) -> ReportTable:
+            return ReportTable(
+                ident=ident,
+                heading=heading,
+                labels={"region": [h.names[r] for r in regions]},
+                queries=[{"region": h.names[r], "size": size} for r in regions for size in sizes],
+                note=note,
+                value_headers=headers,
+            )
+
+        nation = h.names[0]
+        listed = (
+            f"The first {len(shown)} of {len(states):,} level-2 regions are listed (dpcube "
+            "export has them all)."
+        )
+        tables: list[ReportTable | ReportChoice] = [
+            by_size(
+                "table-census-nation",
+                f"{nation} and its {len(states):,} regions of level 2",
+                [0, *shown],
+                listed if len(states) > len(shown) else None,
+            )
+        ]
+        choices = []
+        for i, s in enumerate(r for r in shown if (parent == r).any()):
+            children = np.flatnonzero(parent == s)
+            kids = [int(c) for c in children[:max_rows]]
+            more = f"The first {len(kids)} of {len(children):,} sub-regions."
+            table = by_size(
+                f"table-census-state-{i}",
+                "",
+                [s, *kids],
+                more if len(children) > len(kids) else None,
+            )
+            choices.append((h.names[s], table))
+        if choices:
+            tables.append(
+                ReportChoice(
+                    ident="census-state",
+                    heading="One region, drilled down",
+                    label="Region:",
+                    choices=tuple(choices),
+                )
+            )
+        levels = ", ".join(f"level {i + 1}: {n:,}" for i, n in enumerate(h.level_sizes))
+        bars = ReportBars(
+            ident="fig-census-nation",
+            title=f"Groups by size: {nation}",
+            labels=size_names,
+            queries=[{"region": nation, "size": size} for size in range(1, k + 1)],
+            xlabel=f"group size ({self.size_label})",
+            ylabel="released groups",
+        )
+        section = ReportSection(
+            ident="census",
+            title="Group sizes by region",
+            note=f"Released number of groups of each size per region ({levels} regions). "
+            "Cells: estimate [interval].",
+            charts=(bars,),
+            tables=tuple(tables),
+        )
+        return (section,)
 
     def tables(self) -> dict[str, pa.Table]:
         h, k = self.hierarchy, self.max_size
@@ -375,6 +598,7 @@ class CensusRelease(Release):
             "max_size": self.max_size,
             "private": self.private,
             "top_coded": self.top_coded,
+            "unit": self.unit,
         }
 
     @classmethod
@@ -429,6 +653,7 @@ class CensusRelease(Release):
             private=bool(state.get("private", True)),
             top_coded=bool(state.get("top_coded", False)),
             measurements=measurements,
+            unit=state.get("unit") if isinstance(state.get("unit"), str) else None,
         )
 
     def report_lines(self) -> list[str]:

@@ -48,6 +48,9 @@ class GroupSizeTable:
     top_coded: bool = False
     persons: int | None = None
     report: dict[str, Any] = field(default_factory=dict)
+    #: The name of the unit (group) column the sizes count records of (:func:`group_sizes`'s
+    #: ``unit``); None for bare counts. A public name, kept with the release for its labels.
+    unit: str | None = field(default=None, compare=False)
     #: The data set identity that selects the budget ledger (never released; see
     #: :class:`dpcube.Histogram`); ``None`` for bare counts.
     dataset: str | None = field(default=None, repr=False, compare=False)
@@ -193,17 +196,7 @@ class GroupSizeTable:
 
     def to_frame(self) -> Any:
         """Long table (region, level, size, count) of every region and size."""
-        import pandas as pd
-
-        h, k = self.hierarchy, self.max_size
-        return pd.DataFrame(
-            {
-                "region": np.repeat(np.asarray(h.names, dtype=object), k),
-                "level": np.repeat(h.level, k),
-                "size": np.tile(np.arange(1, k + 1), h.size),
-                "count": self.counts.ravel(),
-            }
-        )
+        return self.hierarchy.sizes_frame(self.counts)
 
 
 #: Why the census group-size path and mechanisms refuse a privacy unit other than the row.
@@ -315,6 +308,7 @@ def group_sizes(
         )
     table = GroupSizeTable.from_frame(frame, h, max_size=max_size, top_code=top_code)
     table.persons = int(frame["persons"].sum())
+    table.unit = str(unit)
     table.report = {
         "groups": table.groups,
         "persons": table.persons,

@@ -274,6 +274,37 @@ class DataCube(Mechanism):
             self._plans[key] = Plan(geo, tuple(published), sel)
         return self._plans[key]
 
+    def integer_unavailable(self, schema: Schema | None) -> str | None:
+        """Why the release cannot be made whole (:meth:`CuboidRelease.to_integer`), known from
+        the parameters and the schema before the data is read: a sum measure, or a finest table
+        over the published attributes larger than the integer fit holds."""
+        from dpcube.release.integer import MAX_FINEST_CELLS, MAX_FITTED_CELLS
+
+        if self.measure != "count":
+            return (
+                "a sum measure's cells are clipped sums of a column, not counts of records; "
+                "whole numbers apply to counts (measure='count')"
+            )
+        if schema is not None:
+            plan = self.plan(schema)
+            finest = 0
+            for m in plan.published:
+                finest |= m
+            cells = plan.geometry.lattice.cells(finest)
+            if cells > MAX_FINEST_CELLS:
+                return (
+                    f"the finest table over the published attributes has {cells:,} cells, more "
+                    f"than the {MAX_FINEST_CELLS:,} the integer fit holds; publish fewer or "
+                    "smaller cuboids"
+                )
+            if finest not in plan.published and cells > MAX_FITTED_CELLS:
+                return (
+                    f"the finest table over the published attributes is not published and has "
+                    f"{cells:,} cells, more than the {MAX_FITTED_CELLS:,} the least-squares fit "
+                    "holds; publish it or fewer attributes"
+                )
+        return None
+
     @property
     def unit(self) -> int:
         """L1 sensitivity of one cuboid: 1 (add_remove) or 2 (replace), times Delta =

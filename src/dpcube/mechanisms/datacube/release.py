@@ -26,7 +26,7 @@ from dpcube.errors import QueryError, ReleaseError
 from dpcube.mechanisms.datacube.consistency import l2_variance
 from dpcube.mechanisms.datacube.geometry import CubeGeometry
 from dpcube.mechanisms.datacube.lattice import bits, is_subset, rollup, shape
-from dpcube.release.base import Release, ReleaseMetadata, column_numpy
+from dpcube.release.base import Release, ReleaseMetadata, SetParts, column_numpy
 from dpcube.release.cells import box_sums, prefix_sums
 from dpcube.release.views import ReportPart, ReportSection, ReportTable
 from dpcube.schema import Schema
@@ -182,6 +182,14 @@ class CuboidRelease(Release):
     # -- answering ---------------------------------------------------------------------------
     def _resolve(self, box: Sequence[tuple[int, int]]) -> tuple[int, dict[int, int]]:
         """The constrained dimensions' cell counts, and the published cuboid that answers best."""
+        return self._resolve_selection(tuple(((lo, hi),) for lo, hi in box))
+
+    def _resolve_selection(
+        self, selection: Sequence[Sequence[tuple[int, int]]]
+    ) -> tuple[int, dict[int, int]]:
+        """:meth:`_resolve` for a selection: disjoint intervals per schema axis (a set of
+        categories has several on its axis). Which cuboid answers, and the variance, depend on
+        each dimension's number of selected cells only, not on where they lie."""
         geo = self.geometry
         selected: dict[int, int] = {}
         constrained = 0
@@ -189,8 +197,7 @@ class CuboidRelease(Release):
             axes = geo.schema_axes(1 << i)
             count = 1
             for axis in axes:
-                lo, hi = box[axis]
-                count *= hi - lo + 1
+                count *= sum(hi - lo + 1 for lo, hi in selection[axis])
             if count < geo.lattice.cards[i]:
                 constrained |= 1 << i
             selected[i] = count
@@ -240,7 +247,30 @@ class CuboidRelease(Release):
             out.append((members, mask, selected))
         return out
 
+    def _answer_sets(self, split: SetParts) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """Answers and variances of set queries, each from the one cuboid that answers its
+        whole selection: the sum of its disjoint boxes there, and the exact variance of that sum
+        (:meth:`_box_variance` of the selection's cell counts: the cells of a cuboid are
+        exchangeable under its noise and consistency, so the variance depends on the counts)."""
+        assert split.selections is not None
+        answers = np.empty(len(split.selections))
+        variances = np.empty(len(split.selections))
+        ends = np.append(split.starts, len(split.parts))
+        for k, selection in enumerate(split.selections):
+            mask, selected = self._resolve_selection(selection)
+            boxes = self.boxes(split.parts[ends[k] : ends[k + 1]])
+            axes = self.geometry.schema_axes(mask)
+            if axes:
+                answers[k] = float(np.sum(box_sums(self._prefix_of(mask), boxes[:, axes, :])))
+            else:
+                answers[k] = float(self._cuboids[mask])
+            variances[k] = self._box_variance(mask, selected)
+        return answers, variances
+
     def answer_many(self, queries: Sequence[Mapping[str, Any]]) -> NDArray[np.float64]:
+        split = self.set_parts(queries)
+        if split is not None:
+            return self._answer_sets(split)[0]
         boxes = self.boxes(queries)
         out = np.empty(len(queries), dtype=np.float64)
         for members, mask, _ in self._groups(boxes):
@@ -271,6 +301,13 @@ class CuboidRelease(Release):
     @property
     def bootstrap_unavailable(self) -> str | None:
         """Why this release has no bootstrap (None when it has one)."""
+        from dpcube.release.integer import is_integer
+
+        if is_integer(self.metadata):
+            return (
+                "its cuboids were made whole by a least-squares fit over the finest table, "
+                "which the bootstrap does not re-run per replicate"
+            )
         if self.metadata.params.get("measure", "count") != "count":
             return "a sum measure's bootstrap would need the records' values"
         if self._world_cuboid() is None:
@@ -279,6 +316,185 @@ class CuboidRelease(Release):
                 "estimate to build a bootstrap world from"
             )
         return None
+
+    # -- whole numbers ----------------------------------------------------------------------
+    def _finest(self) -> int:
+        """The cuboid over every published attribute (the union of the published cuboids): the
+        finest table every published cuboid is summed from."""
+        finest = 0
+        for m in self._cuboids:
+            finest |= m
+        return finest
+
+    @property
+    def integer_unavailable(self) -> str | None:
+        """Why :meth:`to_integer` cannot make this cube whole (None where it can)."""
+        from dpcube.release.integer import MAX_FINEST_CELLS
+
+        if self.metadata.params.get("measure", "count") != "count":
+            return (
+                "a sum measure's cells are clipped sums of a column, not counts of records; "
+                "whole numbers apply to counts (measure='count')"
+            )
+        cells = self.geometry.lattice.cells(self._finest())
+        if cells > MAX_FINEST_CELLS:
+            return (
+                f"the finest table over the published attributes has {cells:,} cells, more than "
+                f"the {MAX_FINEST_CELLS:,} the integer fit holds; publish fewer or smaller "
+                "cuboids"
+            )
+        return None
+
+    def to_integer(self) -> CuboidRelease:
+        """Every published cuboid as non-negative whole counts, each the roll-up of one whole
+        finest table F over the union of the published attributes, so every cuboid sums exactly
+        to each of its parents and all share one grand total.
+
+        1. Fit (TopDown's L2 step, Abowd et al., HDSR 2022): F by non-negative least squares to
+           every published cuboid at once, each weighted by the inverse of its cell noise
+           variance where known (equal weights otherwise),
+           ``min_{F >= 0} sum_C w_C ||rollup_C(F) - y_C||^2``
+           (:func:`dpcube.release.integer.nonnegative_least_squares`). The coarse cuboids hold
+           the marginals near the released ones while the negative cells are raised to 0: mass
+           is not moved from populated cells into empty ones, as a projection under the total
+           alone would. The fit is then raked (iterative proportional fitting, Deming and
+           Stephan 1940: :func:`dpcube.release.integer.rake`) to the published one-way cuboids,
+           whose cells the clipping of many sparse cells pushes harder than their weight holds
+           (on Adult's 5-way cube the one-way error went from 40.6 without to 23.6 with it,
+           against 23.4 unrounded).
+        2. Rounding (TopDown's L1 step): down the chain of cuboids () < (a1) < (a1, a2) < ... <
+           F in schema order, a hierarchy whose every cell splits into the next attribute's
+           categories (:func:`dpcube.release.integer.topdown_chain`): the released grand total
+           (the least-variance cuboid's) made whole, then each parent's children (the fit's
+           roll-ups, already non-negative) projected onto the non-negative figures summing to
+           the parent's whole figure and rounded under it by the largest remainders.
+
+        Each chain cell moves from the fit by less than 1 plus its share of the gap between its
+        parent's whole figure and the fit's sum of the parent's children (under 1 below the
+        total; at the top, the gap between the released total and the fit's); a cuboid off the
+        chain is a roll-up of the whole F, within the sum of its cells' moves (measured:
+        docs/integer.md). The fit depends
+        on the noise, so the exact variances no longer describe the answers: the new release's
+        variance mode is ``"unknown"`` and its answers get no interval (the reason says why),
+        while the release before this step keeps its exact ones. Post-processing: nothing is
+        charged."""
+        from dpcube.mechanisms.datacube.lattice import expand
+        from dpcube.release.integer import (
+            MAX_FITTED_CELLS,
+            integer_metadata,
+            is_integer,
+            nonnegative_least_squares,
+            rake,
+            topdown_chain,
+        )
+
+        if is_integer(self.metadata):
+            return self
+        why = self.integer_unavailable
+        if why is not None:
+            raise ReleaseError(f"no whole-number release: {why}")
+        lat = self.geometry.lattice
+        finest = self._finest()
+        finest_shape = shape(lat, finest)
+        masks = sorted(self._cuboids)
+        n = int(np.prod(finest_shape, dtype=np.int64))
+        if finest not in self._cuboids and n > MAX_FITTED_CELLS:
+            raise ReleaseError(
+                f"no whole-number release: the finest table over the published attributes is "
+                f"not published and has {n:,} cells, more than the {MAX_FITTED_CELLS:,} the "
+                "least-squares fit holds; publish it (publish=[...]) or fewer attributes"
+            )
+        root = {}
+        for m in masks:
+            variance = self._box_variance(m, {})
+            weight = 1.0 / variance if variance == variance and variance > 0 else 1.0
+            root[m] = float(np.sqrt(weight))
+        # each cuboid summed from its smallest superset among the finest and the published
+        # ones (the roll-ups in one pass, finest first; their transpose in reverse)
+        order = sorted(set(masks) - {finest}, key=lambda m: (-bin(m).count("1"), m))
+        parent: dict[int, int] = {}
+        done = [finest]
+        for m in order:
+            parent[m] = min((p for p in done if is_subset(m, p)), key=lat.cells)
+            done.append(m)
+        sizes = [lat.cells(m) for m in masks]
+        offsets = dict(
+            zip(masks, np.concatenate([[0], np.cumsum(sizes)])[:-1].tolist(), strict=True)
+        )
+
+        def matvec(x: NDArray[np.float64]) -> NDArray[np.float64]:
+            values = {finest: np.asarray(x, dtype=np.float64).reshape(finest_shape)}
+            for m in order:
+                values[m] = np.asarray(rollup(values[parent[m]], parent[m], m))
+            return np.concatenate([root[m] * np.ravel(values[m]) for m in masks])
+
+        def rmatvec(r: NDArray[np.float64]) -> NDArray[np.float64]:
+            flat = np.asarray(r, dtype=np.float64).ravel()
+            acc = {m: np.zeros(shape(lat, m)) for m in [finest, *order]}
+            for m in masks:
+                part = flat[offsets[m] : offsets[m] + lat.cells(m)]
+                acc[m] += root[m] * part.reshape(shape(lat, m))
+            for m in reversed(order):
+                acc[parent[m]] += expand(lat, acc[m], m, parent[m])
+            return acc[finest].ravel()
+
+        target = np.concatenate([root[m] * self._cuboids[m].ravel() for m in masks])
+        start = self._cuboids[finest].ravel() if finest in self._cuboids else np.zeros(n)
+        fitted, status = nonnegative_least_squares(matvec, rmatvec, target, start)
+        estimate = fitted.reshape(finest_shape)
+        # the published one-way cuboids raked back in: the clipping of many sparse cells leans
+        # on them harder than their weight in the fit holds them
+        single = [m for m in masks if bin(m).count("1") == 1]
+        if single:
+            axis_of = {i: k for k, i in enumerate(bits(finest))}
+            margins = {axis_of[bits(m)[0]]: self._cuboids[m].ravel() for m in single}
+            estimate = rake(estimate, margins)
+        steps = [
+            f"fit: the finest table ({','.join(self.geometry.attributes(finest))}) by "
+            "non-negative least squares to every published cuboid at once, each weighted by "
+            f"the inverse of its cell noise variance where known ({status})"
+        ]
+        if single:
+            steps.append(
+                "raking: the fit scaled by iterative proportional fitting (Deming-Stephan 1940) "
+                "to the published one-way cuboids (negative cells taken as 0)"
+            )
+        chain = [0]
+        for i in bits(finest):
+            chain.append(chain[-1] | 1 << i)
+        # the grand total stays the released one (its best estimate among the cuboids), made
+        # whole: the fit's clipping would otherwise add the positive part of every cell's noise
+        levels: list[Any] = [float(self.answer_many([{}])[0])]
+        levels += [rollup(estimate, finest, m) for m in chain[1:]]
+        table = topdown_chain(levels)
+        cuboids = {m: np.asarray(rollup(table, finest, m), dtype=np.float64) for m in masks}
+        names = [",".join(self.geometry.attributes(m)) or "()" for m in chain]
+        steps += [
+            "TopDown down the chain of cuboids " + " < ".join(f"({n})" for n in names) + ": the "
+            "released total made whole; at each level every parent's children projected in L2 onto the "
+            "non-negative figures summing to the parent's whole figure (Held-Wolfe-Crowder) and "
+            "rounded under it by the largest remainders (each chain cell within 1 of its "
+            "projection)",
+            "every published cuboid: the roll-up of the whole finest table",
+        ]
+        metadata = integer_metadata(
+            self.metadata,
+            steps=steps,
+            intervals=(
+                "none: the projection depends on the noise, so the exact variances no longer "
+                "describe the answers; the release before this step keeps its exact intervals"
+            ),
+        )
+        return CuboidRelease(
+            self.schema,  # type: ignore[arg-type]
+            metadata,
+            cuboids,
+            self._sources,
+            self.source_variances,
+            self.cell_variances,
+            "unknown",
+            self.max_variance,
+        )
 
     def trim_cache(self, max_bytes: int) -> None:
         """Drop the cuboids' summed-area tables if together they take more than ``max_bytes``."""
@@ -319,6 +535,9 @@ class CuboidRelease(Release):
         )
 
     def variance_many(self, queries: Sequence[Mapping[str, Any]]) -> NDArray[np.float64]:
+        split = self.set_parts(queries)
+        if split is not None:
+            return self._answer_sets(split)[1]
         boxes = self.boxes(queries)
         out = np.empty(len(queries), dtype=np.float64)
         for members, mask, selected in self._groups(boxes):
@@ -404,6 +623,10 @@ class CuboidRelease(Release):
         masks = sorted(self._cuboids)
         ids = np.concatenate([np.full(self._cuboids[m].size, m, dtype=np.int64) for m in masks])
         values = np.concatenate([self._cuboids[m].ravel() for m in masks])
+        from dpcube.release.integer import is_integer
+
+        if is_integer(self.metadata):  # whole counts: written as integers
+            return {"cuboids": pa.table({"cuboid": ids, "value": np.rint(values).astype(np.int64)})}
         return {"cuboids": pa.table({"cuboid": ids, "value": values})}
 
     def state(self) -> dict[str, Any]:

@@ -104,7 +104,7 @@ def _load(path: Path, name: str) -> Strategy | None:
 
 
 def _save(path: Path, strategy: Strategy) -> None:
-    from dpcube.release.base import write_atomic
+    from dpcube.files import write_atomic
 
     path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps({"spec": strategy.spec, "info": strategy.info, "name": strategy.name})

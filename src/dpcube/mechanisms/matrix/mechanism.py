@@ -20,7 +20,7 @@ support the largest number of non-zero entries in a column (twice that under ``r
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -29,6 +29,7 @@ from numpy.typing import NDArray
 
 from dpcube.errors import BudgetError, QueryError
 from dpcube.histogram import Histogram
+from dpcube.linalg.boxes import interval_quadratic
 from dpcube.linalg.solve import GramSolver, least_squares
 from dpcube.mechanisms.base import Mechanism, SensitivityClaim
 from dpcube.mechanisms.matrix.bound import svdb as svdb_of
@@ -49,7 +50,7 @@ from dpcube.privacy.random import NO_NOISE, RandomSource
 from dpcube.privacy.samplers import gaussian_sigma, snapped_gaussian, snapped_laplace
 from dpcube.release.base import ReleaseMetadata
 from dpcube.release.cells import CellRelease
-from dpcube.release.variance import VarianceModel
+from dpcube.release.variance import Selection, VarianceModel, separable_variance
 from dpcube.schema import Schema
 from dpcube.workloads import (
     Workload,
@@ -209,6 +210,34 @@ class MatrixVariance(VarianceModel):
         if len(boxes) == 0:
             return np.zeros(0)
         return self.noise_variance * self.solver.box_quadratic(boxes, self.dims)
+
+    def selection_variance_many(self, selections: Sequence[Selection]) -> NDArray[np.float64]:
+        """Exact variance of a set query ``q`` (the indicator of a product of unions of
+        intervals): ``v · qᵀ(AᵀA)⁻¹q`` as for a box. Per axis where the strategy is a Kronecker
+        product (:func:`~dpcube.release.variance.separable_variance`); otherwise ``q`` is built
+        as a vector over the domain and solved."""
+        solver = self.solver
+        if solver.identity:
+            return separable_variance(
+                selections, lambda _axis, iv: iv[:, 1] - iv[:, 0] + 1.0, self.noise_variance
+            )
+        if solver.kron is not None and solver.dims == self.dims:
+            inverses = [f.inverse() for f in solver.kron]
+            return separable_variance(
+                selections,
+                lambda axis, iv: interval_quadratic(inverses[axis], iv),
+                self.noise_variance,
+            )
+        out = np.empty(len(selections))
+        for k, selection in enumerate(selections):
+            vector = np.ones(1)
+            for runs, size in zip(selection, self.dims, strict=True):
+                axis = np.zeros(size)
+                for lo, hi in runs:
+                    axis[lo : hi + 1] = 1.0
+                vector = np.multiply.outer(vector, axis).ravel()
+            out[k] = self.noise_variance * float(solver.quadratic(vector[None, :])[0])
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         return {

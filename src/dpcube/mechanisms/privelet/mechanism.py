@@ -63,7 +63,7 @@ from dpcube.privacy.random import RandomSource
 from dpcube.privacy.samplers import add_discrete_laplace, snapped_laplace
 from dpcube.release.base import ReleaseMetadata
 from dpcube.release.cells import CellRelease
-from dpcube.release.variance import VarianceModel
+from dpcube.release.variance import Selection, VarianceModel, separable_variance
 from dpcube.schema import Attribute, Nominal, Ordinal, Schema, Spatial
 
 
@@ -142,6 +142,16 @@ class PriveletVariance(VarianceModel):
     def variance_many(self, boxes: NDArray[np.int64]) -> NDArray[np.float64]:
         boxes = np.asarray(boxes, dtype=np.int64).reshape(-1, len(self.axes), 2)
         return self.coefficient_variance * box_variance(self.axes, boxes)
+
+    def selection_variance_many(self, selections: Sequence[Selection]) -> NDArray[np.float64]:
+        """Exact variance of a set query: the noise covariance is ``v ⊗_i M_i`` (one factor per
+        axis, Theorem 3's product), so the sum over a product of unions of intervals has
+        variance ``v Π_i r_iᵀ M_i r_i`` (:func:`~dpcube.release.variance.separable_variance`)."""
+        return separable_variance(
+            selections,
+            lambda axis, iv: self.axes[axis].interval_variance(iv[:, 0], iv[:, 1]),
+            self.coefficient_variance,
+        )
 
     def paper_bound(self) -> float:
         """Theorem 3 / Corollary 1: ``v * prod_i H(A_i)`` bounds every admissible range query."""

@@ -735,6 +735,7 @@ class LeafRelease(Release):
         ``experiments/coverage_shift.py``)."""
         from dpcube.histogram import Histogram
         from dpcube.release.cells import CellRelease
+        from dpcube.release.integer import is_integer
         from dpcube.release.uncertainty import (
             BootstrapWorld,
             integer_truth,
@@ -755,8 +756,78 @@ class LeafRelease(Release):
         truth = cascade_spread(self.shape, self.rects, whole, dispersion, rng)
         mechanism = rebuild_mechanism(self.metadata)
         data = Histogram(self.schema, truth, privacy_unit=mechanism.privacy_unit)
+        if is_integer(self.metadata):
+            return BootstrapWorld(
+                CellRelease(self.schema, self.metadata, truth),
+                lambda rng: rerun(mechanism, data, rng).to_integer(),
+            )
         return BootstrapWorld(
             CellRelease(self.schema, self.metadata, truth), lambda rng: rerun(mechanism, data, rng)
+        )
+
+    @property
+    def integer_unavailable(self) -> str | None:
+        """None: every leaf release can be made whole (:meth:`to_integer`)."""
+        return None
+
+    def to_integer(self) -> LeafRelease:
+        """The leaf counts as non-negative whole numbers, every block of leaves summing exactly
+        to its whole figure and the leaves to the released total made whole
+        (:func:`dpcube.release.integer.topdown_blocks`: TopDown on a quadtree of the leaves,
+        taken in the Z order of their centres (:func:`~dpcube.release.integer.morton_order`) in
+        blocks of 4, 16, ...; each leaf moves by less than 1 from its projection). Only the
+        leaves are released (the
+        tree's inner nodes are not), so the total and every union of leaves are sums of whole
+        leaf counts; a query that cuts a leaf still takes its area share (the uniformity
+        assumption), which need not be whole.
+
+        The leaves' own noisy counts before this step stay with the release
+        (:attr:`raw_counts`, with their variances), so the ``bound`` intervals (from those
+        counts, widened to hold the answer: :meth:`bound_interval_many`) stay valid; the
+        whole counts carry no variance of their own. Post-processing: nothing is charged."""
+        from dpcube.release.integer import (
+            integer_metadata,
+            is_integer,
+            morton_order,
+            topdown_blocks,
+        )
+
+        if is_integer(self.metadata):
+            return self
+        own = self.raw_counts if self.raw_counts is not None else self.leaf_counts
+        own_variances = self.raw_variances if self.raw_counts is not None else self.variances
+        metadata = integer_metadata(
+            self.metadata,
+            steps=[
+                "tree: the leaves in the Z order of their centres, in blocks of 4, blocks of 4 "
+                "blocks, ... up to the total, each block's figure the sum of its leaves' counts",
+                "total: made the nearest whole number >= 0",
+                "each level: every block's children projected in L2 onto the non-negative "
+                "figures summing to the block's whole figure, then rounded under it by the "
+                "largest remainders (each moves by less than 1)",
+            ],
+            intervals=(
+                "bound intervals from the leaves' own noisy counts (kept as raw_count), widened "
+                "to hold the answer"
+                if own_variances is not None
+                else "as the release before this step: its leaves' own noise is not known"
+            ),
+        )
+        assert self.schema is not None
+        order = morton_order(
+            (self.rects[:, 0] + self.rects[:, 1]) // 2, (self.rects[:, 2] + self.rects[:, 3]) // 2
+        )
+        whole = np.zeros(len(order), dtype=np.int64)
+        whole[order] = topdown_blocks(np.asarray(self.leaf_counts, dtype=np.float64)[order])
+        return LeafRelease(
+            self.schema,
+            metadata,
+            self.rects,
+            whole,
+            None,
+            self.budget_paths,
+            raw_counts=None if own_variances is None else np.asarray(own),
+            raw_variances=own_variances,
         )
 
     def assumed_many(self, queries: Sequence[Mapping[str, Any]]) -> NDArray[np.float64]:
@@ -821,6 +892,11 @@ class LeafRelease(Release):
         release's negative counts (:func:`negative_count_variance`), or None."""
         if self.variances is not None:
             return self.variances
+        from dpcube.release.integer import is_integer
+
+        if is_integer(self.metadata) and self.raw_variances is not None:
+            # whole counts have no negatives to estimate from: their own noisy counts' variance
+            return self.raw_variances
         v = negative_count_variance(self.leaf_counts)
         return None if v is None else np.full(len(self.leaf_counts), v)
 

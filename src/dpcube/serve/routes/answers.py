@@ -82,7 +82,8 @@ async def answer_get(
         "",
         max_length=4096,
         description="the CLI's --where: `age=18..64, sex=F, income=#3..5, "
-        "loc=33.9..34.1:-118.3..-118.1`, or a JSON object",
+        "carrier in (UA, DL), loc=33.9..34.1:-118.3..-118.1`, or a JSON object "
+        '(a set of categories: `{"carrier": {"in": ["UA", "DL"]}}`)',
         examples=["age=20..39, sex=F"],
     ),
     level: float = Query(0.95, gt=0.0, lt=1.0, allow_inf_nan=False),

@@ -64,11 +64,10 @@
     return { lows: edges.slice(0, -1), tops: tops, whole: whole };
   }
 
-  /* Grid edges of one spatial axis, as dpcube.schema.Spatial.scales computes them. */
-  function gridEdges(lo, hi, n) {
-    const out = [];
-    for (let i = 0; i <= n; i++) out.push(lo + ((hi - lo) * i) / n);
-    return out;
+  /* Grid edges of a spatial attribute, [latitude edges, longitude edges]: the service sends
+   * them as dpcube.schema.Spatial.scales computes them (exactly, from the bbox's decimals). */
+  function spatialEdges(info) {
+    return [info.lat_edges, info.lon_edges];
   }
 
   async function api(path, body) {
@@ -139,7 +138,7 @@
     info.labels.forEach((label) => select.append(el("option", { value: label, text: label })));
     const node = el("div", { className: "widget", "data-testid": `widget-${id}`, "data-kind": "nominal" },
       el("span", { className: "name", text: `${info.name} (categories)` }), select,
-      el("span", { className: "hint", text: "select one category or neighbouring ones (a query is one range of the schema's order); none selected: all" }));
+      el("span", { className: "hint", text: "select one or more categories (Ctrl/Cmd-click): the answer counts them all; none selected: all" }));
     return {
       name: info.name, node: node,
       constraint() {
@@ -149,7 +148,8 @@
         const a = picked[0];
         const b = picked[picked.length - 1];
         if (b - a + 1 !== picked.length) {
-          throw new Error(`${info.name}: pick neighbouring categories (one range of the schema's order, ${info.labels.join(", ")}); one query cannot skip categories`);
+          // categories that skip others: the set of them ({"in": [...]}, one query, their sum)
+          return { in: picked.map((i) => info.labels[i]) };
         }
         return a === b ? info.labels[a] : [info.labels[a], info.labels[b]];
       },
@@ -171,19 +171,24 @@
   function hierarchyWidget(info) {
     const id = slug(info.name);
     const root = info.root || "*";
-    const select = el("select", { id: `node-${id}`, "data-testid": `node-${id}`, "aria-label": info.name });
-    select.append(el("option", { value: "", text: `${root} (all)` }));
-    for (const row of hierarchyRows(info.hierarchy, 0, [])) {
-      const pad = "\u00a0\u00a0".repeat(row.depth + 1);
+    const rows = hierarchyRows(info.hierarchy, 0, []);
+    const select = el("select", { multiple: true, id: `node-${id}`, "data-testid": `node-${id}`,
+      size: Math.min(10, rows.length), "aria-label": info.name });
+    for (const row of rows) {
+      const pad = "\u00a0\u00a0".repeat(row.depth);
       select.append(el("option", { value: row.name, text: pad + row.name + (row.leaf ? "" : " \u25be") }));
     }
     const node = el("div", { className: "widget", "data-testid": `widget-${id}`, "data-kind": "hierarchy" },
-      el("span", { className: "name", text: `${info.name} (hierarchy)` }), select,
-      el("span", { className: "hint", text: "a node counts every category below it" }));
+      el("span", { className: "name", text: `${info.name} (hierarchy below ${root})` }), select,
+      el("span", { className: "hint", text: "a node counts every category below it; select several (Ctrl/Cmd-click) for the set of them; none selected: all" }));
     return {
       name: info.name, node: node,
-      constraint() { return select.value === "" ? undefined : select.value; },
-      reset() { select.value = ""; },
+      constraint() {
+        const picked = Array.from(select.options).filter((o) => o.selected).map((o) => o.value);
+        if (picked.length === 0) return undefined;
+        return picked.length === 1 ? picked[0] : { in: picked };
+      },
+      reset() { Array.from(select.options).forEach((o) => { o.selected = false; }); },
     };
   }
 
@@ -253,7 +258,7 @@
     const size = {
       name: "size",
       node: el("div", { className: "widget", "data-testid": "widget-size", "data-kind": "census-size" },
-        el("span", { className: "name", text: "group size (persons)" }), lo, document.createTextNode(" to "), hi,
+        el("span", { className: "name", text: `group size (${hierarchy.size_label || "records per group"})` }), lo, document.createTextNode(" to "), hi,
         el("span", { className: "hint", text: `1 .. ${k}${hierarchy.top_coded ? ` (the last, ${k}, counts groups of ${k} or more)` : ""}; the answer is a number of groups` })),
       constraint() {
         if (lo.value === "" && hi.value === "") return undefined;
@@ -271,8 +276,7 @@
     const [lat0, lat1] = info.lat_range;
     const [lon0, lon1] = info.lon_range;
     const [rows, cols] = info.resolution;
-    const latEdges = gridEdges(lat0, lat1, rows);
-    const lonEdges = gridEdges(lon0, lon1, cols);
+    const [latEdges, lonEdges] = spatialEdges(info);
     const inputs = {};
     for (const key of ["lat-lo", "lat-hi", "lon-lo", "lon-hi"]) {
       inputs[key] = el("input", { type: "number", step: "any", id: `${key}-${id}`, "data-testid": `${key}-${id}`, "aria-label": `${info.name} ${key}` });
@@ -654,6 +658,6 @@
   }
 
   // exposed for tests and the console; nothing else is global
-  window.dpcubeExplorer = { formatNumber: formatNumber, ordinalScale: ordinalScale, gridEdges: gridEdges, currentQuery: currentQuery };
+  window.dpcubeExplorer = { formatNumber: formatNumber, ordinalScale: ordinalScale, spatialEdges: spatialEdges, currentQuery: currentQuery };
   start();
 })();

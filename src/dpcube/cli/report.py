@@ -1,5 +1,8 @@
 """``dpcube report REL [--out FILE] [--level 0.95] [--runs N] [--bootstrap-seed S]``: write the
-release's HTML report and print its path (registered in :data:`dpcube.registry.COMMANDS`)."""
+release's HTML report and print its path (registered in :data:`dpcube.registry.COMMANDS`).
+
+The report itself is the library's (:func:`dpcube.report.write_report`, below the front ends),
+which ``dpcube release`` calls as well; this module is only its command line."""
 
 from __future__ import annotations
 
@@ -9,11 +12,11 @@ import sys
 from typing import Any
 
 from dpcube.errors import UsageError
-from dpcube.report.sections import REPORT_RUNS
+from dpcube.report import REPORT_RUNS
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from dpcube.report.build import write_report
+    from dpcube.report import write_report
 
     if not 0.0 < args.level < 1.0 or math.isnan(args.level):
         raise UsageError(
