@@ -183,7 +183,9 @@ def test_the_choice_is_refused_before_any_charge(tmp_path: Path) -> None:
     h = dpcube.histogram(frame, SCHEMA, privacy_unit="tailnum", max_rows_per_unit="auto")
     ledger = BudgetLedger(tmp_path / "ledger.json")
     ledger.set_total(1.0)
-    with pytest.raises(dpcube.errors.BudgetError):  # 300 > the sampler's largest epsilon
+    # an epsilon whose noise scale at K = 1, 1 / (0.9 epsilon), is below 2**-8: every candidate
+    # is checked before the charge, so this one is refused and nothing is spent
+    with pytest.raises(dpcube.errors.BudgetError, match="too large"):
         dpcube.Identity(300.0 / 0.9 * 2**8).release(h, ledger=ledger)
     assert ledger.spent().epsilon == 0.0
 
