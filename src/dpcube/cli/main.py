@@ -201,6 +201,7 @@ def cmd_release(args: argparse.Namespace) -> int:
         print(bootstrap_note, file=sys.stderr)
     left = ledger.remaining()
     used = release.metadata.mechanism
+    chosen_bound = _chosen_bound(release.metadata.privacy_unit)
     if args.json:
         print(
             json.dumps(
@@ -214,12 +215,26 @@ def cmd_release(args: argparse.Namespace) -> int:
                     "budget_left": {"epsilon": left.epsilon, "delta": left.delta},
                     "for_publication": release.metadata.for_publication,
                     "report": None if report is None else str(report),
+                    **({"max_rows_per_unit_chosen": chosen_bound} if chosen_bound else {}),
                 }
             )
         )
         return 0
     chosen = f"{used} (chosen by --mechanism auto)" if used != args.mechanism else used
     print(f"released {args.data} with {chosen} (epsilon={args.epsilon}) to {out}")
+    if chosen_bound:
+        dropped = chosen_bound["rows_dropped_share_noisy"]
+        print(
+            f"max rows per unit: K={chosen_bound['chosen_max_rows_per_unit']} chosen privately "
+            f"with epsilon={chosen_bound['epsilon']:.6g} ({chosen_bound['share_of_epsilon']:.0%} "
+            f"of {args.epsilon}); "
+            + (
+                f"noisy share of rows dropped: {dropped:.1%} (an estimate inside the guarantee)"
+                if dropped is not None
+                else "share of rows dropped not estimated: no size of unit was common enough "
+                "to show through the noise (too few units for this epsilon; K=1, the least noise)"
+            )
+        )
     print(
         f"budget left for this data set: epsilon={left.epsilon:.6g}"
         + (f", delta={left.delta:.3g}" if left.delta else "")
@@ -229,6 +244,12 @@ def cmd_release(args: argparse.Namespace) -> int:
     if not release.metadata.for_publication:
         print("warning: seeded release, NOT FOR PUBLICATION (the noise is reproducible)")
     return 0
+
+
+def _chosen_bound(unit: Any) -> dict[str, Any] | None:
+    """The manifest's record of a privately chosen K (``--max-rows-per-unit auto``), or None."""
+    chosen = unit.get("chosen_privately") if isinstance(unit, dict) else None
+    return chosen if isinstance(chosen, dict) else None
 
 
 def _requested_total(args: argparse.Namespace) -> RequestedTotal | None:

@@ -285,6 +285,12 @@ class DuckDBEngine(Engine):
         with reading(source), self.open(source, *schema_column_kinds(schema)) as view:
             return histogram_counts(view, schema, on_out_of_domain, show_values, bound)
 
+    def unit_sizes(
+        self, source: Any, column: str, bits: int
+    ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        with reading(source):
+            return super().unit_sizes(source, column, bits)
+
 
 # -- data set identity --------------------------------------------------------------------------
 

@@ -26,10 +26,12 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from dpcube.errors import DataError, QueryError
+from dpcube.histogram import UnitBoundCandidates
 from dpcube.mechanisms.base import Mechanism, SensitivityClaim
 from dpcube.mechanisms.params import ParamSpec
 from dpcube.privacy.ledger import BudgetLedger, RequestedTotal
 from dpcube.privacy.random import RandomSource
+from dpcube.privacy.unit import ROW
 from dpcube.release.base import Release, ReleaseMetadata
 from dpcube.schema import Schema
 from dpcube.workloads import Workload
@@ -156,8 +158,12 @@ class AutoMechanism(Mechanism):
     ) -> Release:
         """Plan from ``data``'s schema (no counts read), then release with the chosen mechanism
         (its template charges once) and record the plan in the metadata. The plan is made for
-        the privacy unit the input was bounded for (:meth:`Mechanism.unit_for`)."""
-        unit = self.unit_for(data)
+        the privacy unit the input was bounded for (:meth:`Mechanism.unit_for`); for an input
+        whose bound the release chooses (:class:`~dpcube.histogram.UnitBoundCandidates`), for
+        the row: without cell bounds a unit of K rows has L1 and L2 sensitivity K, every
+        candidate's noise is K times the row's, so the ranking of the mechanisms is the same at
+        every K; the chosen one chooses K."""
+        unit = ROW if isinstance(data, UnitBoundCandidates) else self.unit_for(data)
         if unit != self.privacy_unit:
             twin = self.with_unit(unit)
             adopted = twin.release(
