@@ -58,15 +58,12 @@ class Engine(ABC):
         ``text_columns`` are read as text from a CSV file (the columns of nominal attributes);
         ``numeric_columns`` as numbers from a CSV file with a header and no rows."""
 
+    @abstractmethod
     def unit_sizes(
         self, source: Any, column: str, bits: int
     ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         """Units and their rows per bin of ``floor(log2 rows)`` of each unit of ``column``
         (:func:`dpcube.engine.counting.unit_size_bins`): exact, the curator's only."""
-        from dpcube.engine.counting import unit_size_bins
-
-        with self.open(source) as table:
-            return unit_size_bins(table, column, bits)
 
     @abstractmethod
     def histogram(

@@ -21,7 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpcube.engine.base import Engine, OutOfDomainPolicy
-from dpcube.engine.counting import ContributionBound, histogram_counts
+from dpcube.engine.counting import ContributionBound, histogram_counts, unit_size_bins
 from dpcube.engine.sql import DUCKDB, axis_expressions, schema_column_kinds
 from dpcube.errors import DataError
 from dpcube.schema import Schema
@@ -288,8 +288,8 @@ class DuckDBEngine(Engine):
     def unit_sizes(
         self, source: Any, column: str, bits: int
     ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-        with reading(source):
-            return super().unit_sizes(source, column, bits)
+        with reading(source), self.open(source) as table:
+            return unit_size_bins(table, column, bits)
 
 
 # -- data set identity --------------------------------------------------------------------------
