@@ -112,6 +112,10 @@ def cmd_release(args: argparse.Namespace) -> int:
     from dpcube.release.uncertainty import MIN_RUNS
     from dpcube.schema import Schema
 
+    if args.plan is not None:
+        return cmd_publication(args)
+    if args.mechanism is None:
+        raise UsageError("dpcube release needs --mechanism NAME (or --plan FILE)")
     curator_log = curator.check_path(args.curator_log, args.out) if args.curator_log else None
     if args.bootstrap_runs is not None and not (
         args.bootstrap_runs == 0 or args.bootstrap_runs >= MIN_RUNS
@@ -228,6 +232,72 @@ def cmd_release(args: argparse.Namespace) -> int:
         print(f"report: {report}")
     if not release.metadata.for_publication:
         print("warning: seeded release, NOT FOR PUBLICATION (the noise is reproducible)")
+    return 0
+
+
+#: ``dpcube release`` flags a publication (``--plan``) takes from its file, or has no use for.
+_NOT_WITH_PLAN = (
+    "mechanism",
+    "schema",
+    "param",
+    "delta",
+    "overwrite",
+    "integer",
+    "curator_log",
+    "bootstrap_runs",
+)
+
+
+def cmd_publication(args: argparse.Namespace) -> int:
+    """``dpcube release DATA --plan FILE``: every table checked, one charge, one directory."""
+    from dpcube.planning.publication import Publication, release_publication
+
+    for dest in _NOT_WITH_PLAN:
+        value = getattr(args, dest, None)
+        if value not in (None, False, []):
+            flag = "--" + dest.replace("_", "-")
+            raise UsageError(
+                f"{flag} does not apply with --plan: each table's mechanism, schema and "
+                "parameters are in the publication file"
+            )
+    if args.engine != "duckdb":
+        raise UsageError("--plan counts with the duckdb engine only; leave out --engine")
+    publication = Publication.from_file(args.plan)
+    _refuse_out_in_budget_state(args)
+    _probe_writable(args.out, "--out")
+    requested = _requested_total(args)
+    ledger, identity = _ledger(args)
+    if requested is not None:
+        ledger.check_requested_total(requested)
+    else:
+        ledger.total()
+    with progress.step("counting, planning and releasing the tables"):
+        published = release_publication(
+            publication,
+            args.data,
+            args.epsilon,
+            args.out,
+            ledger=ledger,
+            dataset=identity,
+            requested_total=requested,
+            random_state=args.seed,
+        )
+    if not args.no_report:
+        for name in published.releases:
+            _write_report(published.directory / name, args.seed)
+    if args.json:
+        print(json.dumps(published.manifest))
+        return 0
+    print(
+        f"released {args.data} as {len(published.releases)} tables (epsilon={args.epsilon}, "
+        f"charged once) to {published.directory}"
+    )
+    for t in published.manifest["tables"]:
+        print(f"  {t['name']}: {t['mechanism']}, epsilon {t['epsilon']:.4g} ({t['basis']})")
+    left = ledger.remaining()
+    print(f"budget left for this data set: epsilon={left.epsilon:.6g}")
+    if args.seed is not None:
+        print("warning: seeded publication, NOT FOR PUBLICATION (the noise is reproducible)")
     return 0
 
 
@@ -573,7 +643,19 @@ def _add_release(sub: Any, with_domains: bool = True) -> None:
     p = sub.add_parser("release", help=SUMMARIES["release"])
     p.add_argument("data", help="CSV/Parquet file or directory of Parquet files")
     p.add_argument("--schema", help="schema file (YAML or JSON)")
-    p.add_argument("--mechanism", required=True, choices=sorted(registry.MECHANISMS))
+    p.add_argument(
+        "--mechanism",
+        default=None,
+        choices=sorted(registry.MECHANISMS),
+        help="the mechanism (required unless --plan)",
+    )
+    p.add_argument(
+        "--plan",
+        default=None,
+        metavar="FILE",
+        help="a publication file (YAML) listing several tables: release them all under --epsilon, "
+        "split to minimise their weighted error and charged once, into --out as one directory",
+    )
     p.add_argument("--epsilon", type=float, required=True)
     p.add_argument("--delta", type=float, default=None)
     p.add_argument("--neighbour", default="add_remove", choices=["add_remove", "replace"])

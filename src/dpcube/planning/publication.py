@@ -53,6 +53,7 @@ table's manifest, and its own ``integrity`` hash; ``DIR/publication.md`` states 
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import math
 import os
@@ -60,10 +61,10 @@ import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from dpcube import registry
-from dpcube.errors import BudgetError, DataError, SchemaError
+from dpcube.errors import BudgetError, DataError, DPCubeError, SchemaError
 from dpcube.files import TEMP_PREFIX
 from dpcube.privacy.ledger import BudgetLedger, RequestedTotal, validate_privacy
 from dpcube.release.base import Release, check_output_directory, load_release
@@ -304,7 +305,7 @@ def _default_workload(spec: TableSpec) -> str:
     publish = spec.params.get("publish")
     if spec.mechanism == "datacube" and isinstance(publish, str) and publish.startswith("k="):
         return f"marginals:{publish[2:]}"
-    return "identity"
+    return ""  # the whole table: every cell (marginals over every attribute of the schema)
 
 
 def _cost(
@@ -316,7 +317,13 @@ def _cost(
 
     if schema is None or spec.mechanism == _CENSUS:
         return None, "data-dependent (census group sizes): share by weight"
-    workload = _default_workload(spec)
+    workload = _default_workload(spec) or f"marginals:{len(schema.attributes)}"
+    cls = registry.resolve(registry.MECHANISMS, spec.mechanism, "mechanism")
+    defaults = {
+        k: p.default
+        for k, p in inspect.signature(cls.__init__).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }
     names = None if spec.mechanism == "auto" else [spec.mechanism]
     try:
         found = plan_mechanisms(schema, workload, epsilon, neighbour=neighbour, mechanisms=names)
@@ -330,7 +337,11 @@ def _cost(
             for c in found.candidates
             if c.mechanism == spec.mechanism
             and c.basis == "exact"
-            and all(spec.params.get(k, v) == v for k, v in c.params.items() if k != "workload")
+            and all(
+                spec.params.get(k, defaults.get(k, v)) == v
+                for k, v in c.params.items()
+                if k != "workload"
+            )
         ]
     exact = [c for c in matches if c.basis == "exact" and math.isfinite(c.expected_error)]
     if not exact:
@@ -373,7 +384,11 @@ def _count(spec: TableSpec, data: Any, schema: Schema | None, identity: str, see
     from dpcube.histogram import histogram
 
     return histogram(
-        data, schema, on_out_of_domain=spec.on_out_of_domain, dataset=identity, bounding_seed=seed
+        data,
+        schema,
+        on_out_of_domain=cast(Any, spec.on_out_of_domain),
+        dataset=identity,
+        bounding_seed=seed,
     )
 
 
@@ -466,10 +481,10 @@ def release_publication(
     for row in rows:
         schema = Schema.from_file(row.spec.schema) if row.spec.schema else None
         row.mechanism = _build(row.spec, row.epsilon, publication.neighbour)
-        counted = _count(row.spec, data, schema, dataset, random_state)
         try:
+            counted = _count(row.spec, data, schema, dataset, random_state)
             row.checked = row.mechanism.check_release(counted, random_state)
-        except Exception as exc:
+        except DPCubeError as exc:
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise type(exc)(f"table {row.spec.name!r}: {first} (nothing was charged)") from exc
     seeded = random_state is not None
@@ -568,24 +583,35 @@ def publication_report(manifest: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def load_publication(directory: str | os.PathLike[str]) -> dict[str, Release]:
-    """The releases of a publication directory, each verified, after the manifest's integrity
-    and every table manifest's hash are checked."""
+def publication_members(directory: str | os.PathLike[str]) -> list[Path]:
+    """The table directories of a publication, in its order, after the manifest's integrity hash
+    and every table manifest's SHA-256 are checked (each release is verified when loaded)."""
     d = Path(directory)
     path = d / MANIFEST
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise DataError(f"{path}: not a readable publication manifest ({exc})") from None
-    if manifest.get("format") != FORMAT or manifest.get("integrity") != _integrity(manifest):
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise DataError(f"{path}: not a publication manifest of format {FORMAT}")
+    if manifest.get("integrity") != _integrity(manifest):
         raise DataError(f"{path}: the manifest's integrity hash does not match its content")
-    out: dict[str, Release] = {}
+    members = []
     for t in manifest["tables"]:
         name = _check_name(str(path), "tables", t.get("name"))
-        if _hash_file(d / name / "manifest.json") != t.get("manifest_sha256"):
+        try:
+            digest = _hash_file(d / name / "manifest.json")
+        except OSError as exc:
+            raise DataError(f"{d / name}: table missing ({exc.strerror})") from None
+        if digest != t.get("manifest_sha256"):
             raise DataError(f"{d / name}: its manifest differs from the one the publication lists")
-        out[name] = load_release(d / name)
-    return out
+        members.append(d / name)
+    return members
+
+
+def load_publication(directory: str | os.PathLike[str]) -> dict[str, Release]:
+    """The releases of a publication directory, each verified (:func:`publication_members`)."""
+    return {m.name: load_release(m) for m in publication_members(directory)}
 
 
 def is_publication(directory: str | os.PathLike[str]) -> bool:
@@ -603,6 +629,7 @@ __all__ = [
     "is_publication",
     "load_publication",
     "plan_shares",
+    "publication_members",
     "publication_report",
     "release_publication",
     "split_budget",
