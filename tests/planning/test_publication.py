@@ -320,3 +320,31 @@ def test_the_example_plans(tmp_path: Path) -> None:
     assert [r.spec.name for r in rows] == ["age_by_sex", "age_ranges", "household_sizes"]
     assert sum(r.epsilon for r in rows) <= 1.0
     assert RequestedTotal(1.0, None).epsilon == 1.0
+
+
+def test_each_table_is_weighed_as_configured(tmp_path: Path) -> None:
+    """The planner's figure is the configured mechanism's (its strategy, or its default), and a
+    map's share is by weight (its error depends on the data)."""
+    raw = {
+        "tables": [
+            {
+                "name": "lsa",
+                "mechanism": "matrix",
+                "schema": "w.yaml",
+                "params": {"workload": "allrange"},
+            },
+            {
+                "name": "ident",
+                "mechanism": "matrix",
+                "schema": "w.yaml",
+                "params": {"workload": "allrange", "strategy": "identity"},
+            },
+            {"name": "map", "mechanism": "ug", "schema": "map.yaml"},
+        ]
+    }
+    (tmp_path / "w.yaml").write_text((ROOT / "examples" / "workload" / "schema.yaml").read_text())
+    (tmp_path / "map.yaml").write_text((ROOT / "examples" / "location" / "schema.yaml").read_text())
+    rows = plan_shares(Publication.from_dict(raw, base=tmp_path), 1.0)
+    assert "matrix(lsa)" in rows[0].basis and "matrix(identity)" in rows[1].basis
+    assert rows[0].cost != rows[1].cost
+    assert rows[2].cost is None and rows[2].epsilon == pytest.approx(1.0 / 3.0)

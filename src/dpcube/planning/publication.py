@@ -68,7 +68,7 @@ from dpcube.errors import BudgetError, DataError, DPCubeError, SchemaError
 from dpcube.files import TEMP_PREFIX
 from dpcube.privacy.ledger import BudgetLedger, RequestedTotal, validate_privacy
 from dpcube.release.base import Release, check_output_directory, load_release
-from dpcube.schema import Schema
+from dpcube.schema import Schema, Spatial
 
 #: The file naming the tables of a publication directory.
 MANIFEST = "publication.json"
@@ -308,6 +308,11 @@ def _default_workload(spec: TableSpec) -> str:
     return ""  # the whole table: every cell (marginals over every attribute of the schema)
 
 
+def _same(configured: Any, planned: Any) -> bool:
+    """Whether a table's parameter (None: left to the mechanism) is the candidate's."""
+    return configured is None or configured == planned
+
+
 def _cost(
     spec: TableSpec, schema: Schema | None, epsilon: float, neighbour: str
 ) -> tuple[float | None, str]:
@@ -317,6 +322,8 @@ def _cost(
 
     if schema is None or spec.mechanism == _CENSUS:
         return None, "data-dependent (census group sizes): share by weight"
+    if any(isinstance(a, Spatial) for a in schema.attributes):
+        return None, "data-dependent (a map's tree or grid): share by weight"
     workload = _default_workload(spec) or f"marginals:{len(schema.attributes)}"
     cls = registry.resolve(registry.MECHANISMS, spec.mechanism, "mechanism")
     defaults = {
@@ -338,7 +345,7 @@ def _cost(
             if c.mechanism == spec.mechanism
             and c.basis == "exact"
             and all(
-                spec.params.get(k, defaults.get(k, v)) == v
+                _same(spec.params.get(k, defaults.get(k)), v)
                 for k, v in c.params.items()
                 if k != "workload"
             )
