@@ -348,3 +348,50 @@ def test_each_table_is_weighed_as_configured(tmp_path: Path) -> None:
     assert "matrix(lsa)" in rows[0].basis and "matrix(identity)" in rows[1].basis
     assert rows[0].cost != rows[1].cost
     assert rows[2].cost is None and rows[2].epsilon == pytest.approx(1.0 / 3.0)
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--group-by", "household"], "--group-by"),
+        (["--privacy-unit", "household", "--max-rows-per-unit", "3"], "--privacy-unit"),
+        (["--on-out-of-domain", "drop"], "--on-out-of-domain"),
+        (["--integer"], "--integer"),
+    ],
+)
+def test_cli_refuses_flags_the_file_gives(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], named: str
+) -> None:
+    argv = ["release", str(PERSONS), "--plan", str(EXAMPLE), "--epsilon", "1"]
+    code = main([*argv, "--out", str(tmp_path / "o"), *flags])
+    err = capsys.readouterr().err
+    assert code == 2 and f"{named} does not apply with --plan" in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_cli_one_charge_and_a_failure_after_it_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DPCUBE_HOME", str(tmp_path / "home"))
+    _publication(tmp_path)
+    plan = tmp_path / "pub.yaml"
+    plan.write_text(
+        "tables:\n"
+        "  - {name: cube, mechanism: datacube, schema: schema.yaml, params: {publish: k=1}}\n"
+        "  - {name: cells, mechanism: identity, schema: schema.yaml}\n"
+    )
+    argv = ["release", str(PERSONS), "--plan", str(plan), "--epsilon", "0.5", "--dataset", "p"]
+    assert main([*argv, "--total-epsilon", "2", "--out", str(tmp_path / "a"), "--no-report"]) == 0
+    assert "charged once" in capsys.readouterr().out
+    ledger = BudgetLedger.for_identity("name:p")
+    assert [c.epsilon for c in ledger.charges()] == [0.5]
+
+    def failing_save(self: Release, directory: object, **kw: object) -> Path:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Release, "save", failing_save)
+    assert main([*argv, "--out", str(tmp_path / "b"), "--no-report"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "epsilon=0.5 WAS charged" in err
+    assert not (tmp_path / "b").exists()
+    assert [c.epsilon for c in BudgetLedger.for_identity("name:p").charges()] == [0.5, 0.5]

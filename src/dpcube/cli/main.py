@@ -245,6 +245,13 @@ _NOT_WITH_PLAN = (
     "integer",
     "curator_log",
     "bootstrap_runs",
+    "show_values",
+    "spark_master",
+    "spark_conf",
+    "privacy_unit",
+    "max_rows_per_unit",
+    "max_cells_per_unit",
+    "max_rows_per_cell",
 )
 
 
@@ -260,6 +267,17 @@ def cmd_publication(args: argparse.Namespace) -> int:
                 f"{flag} does not apply with --plan: each table's mechanism, schema and "
                 "parameters are in the publication file"
             )
+    for spec in mechanism_flags.FLAGS:
+        if spec.given(args):
+            raise UsageError(
+                f"{spec.flag} does not apply with --plan: give it as a field of the table in the "
+                "publication file"
+            )
+    if args.on_out_of_domain != "error":
+        raise UsageError(
+            "--on-out-of-domain does not apply with --plan: give on_out_of_domain in each table "
+            "of the publication file"
+        )
     if args.engine != "duckdb":
         raise UsageError("--plan counts with the duckdb engine only; leave out --engine")
     publication = Publication.from_file(args.plan)
@@ -271,17 +289,26 @@ def cmd_publication(args: argparse.Namespace) -> int:
         ledger.check_requested_total(requested)
     else:
         ledger.total()
-    with progress.step("counting, planning and releasing the tables"):
-        published = release_publication(
-            publication,
-            args.data,
-            args.epsilon,
-            args.out,
-            ledger=ledger,
-            dataset=identity,
-            requested_total=requested,
-            random_state=args.seed,
-        )
+    try:
+        with progress.step("counting, planning and releasing the tables"):
+            published = release_publication(
+                publication,
+                args.data,
+                args.epsilon,
+                args.out,
+                ledger=ledger,
+                dataset=identity,
+                requested_total=requested,
+                random_state=args.seed,
+            )
+    except (Exception, KeyboardInterrupt) as exc:
+        charge = ledger.last_charge
+        if charge is None:
+            raise  # nothing was charged: the error is the usual one line
+        print(f"error: {_charged_not_written(args, charge, exc)}", file=sys.stderr)
+        if args.debug:
+            raise
+        return 130 if isinstance(exc, KeyboardInterrupt) else 2
     if not args.no_report:
         for name in published.releases:
             _write_report(published.directory / name, args.seed)

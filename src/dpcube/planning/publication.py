@@ -68,6 +68,7 @@ from dpcube.errors import BudgetError, DataError, DPCubeError, SchemaError
 from dpcube.files import TEMP_PREFIX
 from dpcube.privacy.ledger import BudgetLedger, RequestedTotal, validate_privacy
 from dpcube.release.base import Release, check_output_directory, load_release
+from dpcube.release.marks import file_key
 from dpcube.schema import Schema, Spatial
 
 #: The file naming the tables of a publication directory.
@@ -494,6 +495,7 @@ def release_publication(
         except DPCubeError as exc:
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise type(exc)(f"table {row.spec.name!r}: {first} (nothing was charged)") from exc
+    file_key()  # the key that marks the files the saves write: made (or refused) before the charge
     seeded = random_state is not None
     # 3: the one charge
     charged = False
