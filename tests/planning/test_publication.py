@@ -395,3 +395,16 @@ def test_cli_one_charge_and_a_failure_after_it_says_so(
     assert len(err.splitlines()) == 1 and "epsilon=0.5 WAS charged" in err
     assert not (tmp_path / "b").exists()
     assert [c.epsilon for c in BudgetLedger.for_identity("name:p").charges()] == [0.5, 0.5]
+
+
+def test_a_cube_without_consistency_is_not_weighed_as_one_with_it(tmp_path: Path) -> None:
+    (tmp_path / "s.yaml").write_text(SCHEMA)
+    cube = {"mechanism": "datacube", "schema": "s.yaml"}
+    raw = {
+        "tables": [
+            {**cube, "name": "plain", "params": {"publish": "k=1"}},
+            {**cube, "name": "l2", "params": {"publish": "k=1", "consistency": "l2"}},
+        ]
+    }
+    plain, l2 = plan_shares(Publication.from_dict(raw, base=tmp_path), 1.0)
+    assert "datacube(bmax)" in plain.basis and "datacube(bmax, l2)" in l2.basis

@@ -53,7 +53,6 @@ table's manifest, and its own ``integrity`` hash; ``DIR/publication.md`` states 
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import math
 import os
@@ -309,11 +308,6 @@ def _default_workload(spec: TableSpec) -> str:
     return ""  # the whole table: every cell (marginals over every attribute of the schema)
 
 
-def _same(configured: Any, planned: Any) -> bool:
-    """Whether a table's parameter (None: left to the mechanism) is the candidate's."""
-    return configured is None or configured == planned
-
-
 def _cost(
     spec: TableSpec, schema: Schema | None, epsilon: float, neighbour: str
 ) -> tuple[float | None, str]:
@@ -326,12 +320,7 @@ def _cost(
     if any(isinstance(a, Spatial) for a in schema.attributes):
         return None, "data-dependent (a map's tree or grid): share by weight"
     workload = _default_workload(spec) or f"marginals:{len(schema.attributes)}"
-    cls = registry.resolve(registry.MECHANISMS, spec.mechanism, "mechanism")
-    defaults = {
-        k: p.default
-        for k, p in inspect.signature(cls.__init__).parameters.items()
-        if p.default is not inspect.Parameter.empty
-    }
+    built = _build(spec, epsilon, neighbour)  # its parameters as configured, defaults included
     names = None if spec.mechanism == "auto" else [spec.mechanism]
     try:
         found = plan_mechanisms(schema, workload, epsilon, neighbour=neighbour, mechanisms=names)
@@ -345,11 +334,7 @@ def _cost(
             for c in found.candidates
             if c.mechanism == spec.mechanism
             and c.basis == "exact"
-            and all(
-                _same(spec.params.get(k, defaults.get(k)), v)
-                for k, v in c.params.items()
-                if k != "workload"
-            )
+            and all(getattr(built, k, None) == v for k, v in c.params.items() if k != "workload")
         ]
     exact = [c for c in matches if c.basis == "exact" and math.isfinite(c.expected_error)]
     if not exact:
