@@ -240,6 +240,22 @@ def test_a_refused_total_charges_nothing(tmp_path: Path) -> None:
             {"tables": [{"name": "a", "mechanism": "identity", "schema": "s"}], "budget": 1},
             "budget",
         ),
+        (
+            {
+                "tables": [
+                    {
+                        "name": "h",
+                        "mechanism": "census-hierarchy",
+                        "group_by": "g",
+                        "region": "r",
+                        "hierarchy": "h.csv",
+                        "max_size": "9",
+                        "groups_are_public": True,
+                    }
+                ]
+            },
+            "tables[0] (h).max_size",
+        ),
     ],
 )
 def test_bad_fields_are_one_line_naming_the_field(raw: object, named: str) -> None:
@@ -408,3 +424,15 @@ def test_a_cube_without_consistency_is_not_weighed_as_one_with_it(tmp_path: Path
     }
     plain, l2 = plan_shares(Publication.from_dict(raw, base=tmp_path), 1.0)
     assert "datacube(bmax)" in plain.basis and "datacube(bmax, l2)" in l2.basis
+
+
+def test_a_refused_parameter_names_the_table(tmp_path: Path) -> None:
+    (tmp_path / "s.yaml").write_text(SCHEMA)
+    raw = {
+        "tables": [
+            {"name": "c", "mechanism": "datacube", "schema": "s.yaml", "params": {"colour": 1}}
+        ]
+    }
+    with pytest.raises(DataError) as info:
+        plan_shares(Publication.from_dict(raw, base=tmp_path), 1.0)
+    assert str(info.value).startswith("table 'c': params: ") and "colour" in str(info.value)

@@ -89,6 +89,17 @@ _CENSUS_KEYS = (
     "groups_are_public",
     "region_of_unit",
 )
+#: The type each census option must have (name, type, what the error says).
+_CENSUS_TYPES: tuple[tuple[str, type, str], ...] = (
+    ("group_by", str, "a column name"),
+    ("region", str, "a column name"),
+    ("hierarchy", str, "a file name (region,parent table or JSON tree)"),
+    ("max_size", int, "a whole number"),
+    ("top_code", bool, "true or false"),
+    ("public_groups", int, "a whole number (the number of groups)"),
+    ("groups_are_public", bool, "true or false"),
+    ("region_of_unit", str, "first or most"),
+)
 _TOP_KEYS = ("tables", "neighbour")
 _CENSUS = "census-hierarchy"
 
@@ -175,6 +186,12 @@ def _table_spec(source: str, index: int, raw: Any, base: Path) -> TableSpec:
     elif not isinstance(schema, str) or not schema:
         raise _field_error(source, f"{where}.schema", "missing: the table's schema file")
     census = {k: raw[k] for k in _CENSUS_KEYS if k in raw}
+    for key, kind, what in _CENSUS_TYPES:
+        value = census.get(key)
+        if value is not None and (not isinstance(value, kind) or (kind is int and value is True)):
+            raise _field_error(source, f"{where}.{key}", f"must be {what}, got {value!r}")
+    if isinstance(census.get("max_size"), int) and census["max_size"] < 1:
+        raise _field_error(source, f"{where}.max_size", "must be at least 1")
     if "hierarchy" in census and isinstance(census["hierarchy"], str):
         census["hierarchy"] = str(base / census["hierarchy"])
     workload = raw.get("workload")
@@ -389,10 +406,9 @@ def _build(spec: TableSpec, epsilon: float, neighbour: str) -> Any:
     cls = registry.resolve(registry.MECHANISMS, spec.mechanism, "mechanism")
     try:
         mechanism = cls(epsilon=epsilon, neighbour=neighbour, **spec.params)
-    except (TypeError, ValueError) as exc:
-        raise DataError(
-            f"table {spec.name!r}: {spec.mechanism} refused its params ({exc})"
-        ) from None
+    except (TypeError, ValueError, DPCubeError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise DataError(f"table {spec.name!r}: params: {first}") from None
     if mechanism.charged_delta is not None:
         raise BudgetError(
             f"table {spec.name!r}: {spec.mechanism} draws Gaussian noise (delta); a publication "
