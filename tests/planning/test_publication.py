@@ -436,3 +436,28 @@ def test_a_refused_parameter_names_the_table(tmp_path: Path) -> None:
     with pytest.raises(DataError) as info:
         plan_shares(Publication.from_dict(raw, base=tmp_path), 1.0)
     assert str(info.value).startswith("table 'c': params: ") and "colour" in str(info.value)
+
+
+def test_a_seeded_publication_is_marked_not_for_publication(tmp_path: Path) -> None:
+    done = release_publication(
+        _publication(tmp_path),
+        str(PERSONS),
+        1.0,
+        tmp_path / "pub",
+        ledger=None,
+        dataset="persons",
+        random_state=3,
+    )
+    assert not done.charged and not done.manifest["for_publication"]
+    assert all(not r.metadata.for_publication for r in load_publication(tmp_path / "pub").values())
+    assert "NOT FOR PUBLICATION" in (tmp_path / "pub" / "publication.md").read_text()
+    with pytest.raises(DPCubeError, match="ledger"):  # unseeded: a ledger is required
+        release_publication(
+            _publication(tmp_path),
+            str(PERSONS),
+            1.0,
+            tmp_path / "p2",
+            ledger=None,
+            dataset="persons",
+        )
+    assert not (tmp_path / "p2").exists()

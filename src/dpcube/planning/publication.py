@@ -443,7 +443,6 @@ def plan_shares(publication: Publication, epsilon: float) -> list[PlannedTable]:
     validate_privacy(epsilon, None)
     even = epsilon / len(publication.tables)
     rows: list[PlannedTable] = []
-    schemas: list[Schema | None] = []
     for spec in publication.tables:
         schema = None
         if spec.schema is not None:
@@ -451,7 +450,6 @@ def plan_shares(publication: Publication, epsilon: float) -> list[PlannedTable]:
                 schema = Schema.from_file(spec.schema)
             except SchemaError as exc:
                 raise SchemaError(f"table {spec.name!r}: {exc}") from None
-        schemas.append(schema)
         cost, basis = _cost(spec, schema, even, publication.neighbour)
         rows.append(PlannedTable(spec, 0.0, cost, basis))
     shares = split_budget(epsilon, [r.spec.weight for r in rows], [r.cost for r in rows])
@@ -478,6 +476,8 @@ def release_publication(
     Nothing is charged when any table's check fails; nothing is written to ``out`` unless every
     table was drawn and saved.
     """
+    if ledger is None and random_state is None:
+        raise BudgetError("a publication not seeded is charged to its data set's ledger: pass one")
     target = Path(out)
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise DataError(
@@ -493,9 +493,10 @@ def release_publication(
         try:
             counted = _count(row.spec, data, schema, dataset, random_state)
             row.checked = row.mechanism.check_release(counted, random_state)
-        except DPCubeError as exc:
+        except DPCubeError as exc:  # the same error, naming the table
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise type(exc)(f"table {row.spec.name!r}: {first} (nothing was charged)") from exc
+            exc.args = (f"table {row.spec.name!r}: {first} (nothing was charged)",)
+            raise
     file_key()  # the key that marks the files the saves write: made (or refused) before the charge
     seeded = random_state is not None
     # 3: the one charge
@@ -510,8 +511,6 @@ def release_publication(
             requested_total=requested_total,
         )
         charged = True
-    elif not seeded:
-        raise BudgetError("a publication not seeded is charged to its data set's ledger: pass one")
     # 4: draw every table, save into a staging directory, then rename it into place
     releases: dict[str, Release] = {}
     for row in rows:
