@@ -461,3 +461,31 @@ def test_a_seeded_publication_is_marked_not_for_publication(tmp_path: Path) -> N
             dataset="persons",
         )
     assert not (tmp_path / "p2").exists()
+
+
+def test_an_integer_table_is_whole_and_non_negative(tmp_path: Path) -> None:
+    # one bin per year: the years above the oldest person are empty cells, where noise of scale
+    # 1/0.1 = 10 (the cells' share is below 0.2) is negative with probability about 1/2 each, so
+    # an unrounded table of these 18 empty cells (ages 91-99) has a negative count but for
+    # 2**-18, about 4e-6
+    (tmp_path / "s.yaml").write_text(SCHEMA.replace("width: 10", "width: 1"))
+    raw = {
+        "tables": [
+            {"name": "cells", "mechanism": "identity", "schema": "s.yaml", "integer": True},
+            {"name": "cube", "mechanism": "datacube", "schema": "s.yaml"},
+        ]
+    }
+    ledger = _ledger(tmp_path)
+    release_publication(
+        Publication.from_dict(raw, base=tmp_path),
+        str(PERSONS),
+        0.2,
+        tmp_path / "pub",
+        ledger=ledger,
+        dataset="persons",
+    )
+    cells = load_publication(tmp_path / "pub")["cells"]
+    counts = np.asarray(cells.counts)  # type: ignore[attr-defined]
+    assert (counts >= 0).all() and (counts == np.round(counts)).all()
+    assert cells.metadata.report["publication"]["table"] == "cells"
+    assert len(ledger.charges()) == 1

@@ -78,7 +78,16 @@ REPORT = "publication.md"
 FORMAT = 1
 
 #: Keys a table may have, by the kind of input its mechanism counts.
-_COMMON_KEYS = ("name", "mechanism", "params", "weight", "schema", "workload", "on_out_of_domain")
+_COMMON_KEYS = (
+    "name",
+    "mechanism",
+    "params",
+    "weight",
+    "schema",
+    "workload",
+    "on_out_of_domain",
+    "integer",
+)
 _CENSUS_KEYS = (
     "group_by",
     "region",
@@ -116,7 +125,8 @@ class TableSpec:
     constructor parameters; ``workload``: the workload the planner weighs the table's error on
     (default: the ``workload`` parameter, ``marginals:K`` for a cube publishing ``k=K``, else
     ``identity``); ``census``: the group-size counting options (``group_by``, ``region``,
-    ``hierarchy``, ``max_size``...); ``weight``: the table's weight in the split (default 1).
+    ``hierarchy``, ``max_size``...); ``weight``: the table's weight in the split (default 1);
+    ``integer``: publish non-negative whole consistent numbers (``dpcube release --integer``).
     """
 
     name: str
@@ -127,6 +137,7 @@ class TableSpec:
     workload: str | None = None
     on_out_of_domain: str = "error"
     census: dict[str, Any] = field(default_factory=dict)
+    integer: bool = False
 
 
 def _check_name(source: str, where: str, name: Any) -> str:
@@ -197,6 +208,9 @@ def _table_spec(source: str, index: int, raw: Any, base: Path) -> TableSpec:
     workload = raw.get("workload")
     if workload is not None and not isinstance(workload, str):
         raise _field_error(source, f"{where}.workload", f"must be a spec text, got {workload!r}")
+    integer = raw.get("integer", False)
+    if not isinstance(integer, bool):
+        raise _field_error(source, f"{where}.integer", f"must be true or false, got {integer!r}")
     ood = raw.get("on_out_of_domain", "error")
     if ood not in ("error", "drop", "clip"):
         raise _field_error(source, f"{where}.on_out_of_domain", "must be error, drop or clip")
@@ -209,6 +223,7 @@ def _table_spec(source: str, index: int, raw: Any, base: Path) -> TableSpec:
         workload=workload,
         on_out_of_domain=str(ood),
         census=census,
+        integer=integer,
     )
 
 
@@ -490,6 +505,9 @@ def release_publication(
     for row in rows:
         schema = Schema.from_file(row.spec.schema) if row.spec.schema else None
         row.mechanism = _build(row.spec, row.epsilon, publication.neighbour)
+        why = row.mechanism.integer_unavailable(schema) if row.spec.integer else None
+        if why is not None:
+            raise DataError(f"table {row.spec.name!r}: integer: {why} (nothing was charged)")
         try:
             counted = _count(row.spec, data, schema, dataset, random_state)
             row.checked = row.mechanism.check_release(counted, random_state)
@@ -522,7 +540,9 @@ def release_publication(
             "epsilon_share": row.epsilon,
             "epsilon_total": epsilon,
         }
-        releases[row.spec.name] = row.checked.draw(charged=charged)
+        release = row.checked.draw(charged=charged)
+        # whole, non-negative, consistent numbers: post-processing, no budget spent
+        releases[row.spec.name] = release.to_integer() if row.spec.integer else release
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = target.parent / f"{TEMP_PREFIX}publication-{publication_id[:12]}"
     try:
