@@ -178,6 +178,37 @@ class SensitivityClaim:
     tight: bool = True
 
 
+@dataclass
+class CheckedRelease:
+    """A release prepared and checked (:meth:`Mechanism.check_release`) whose noise is not drawn
+    yet: ``metadata.accounted`` must say whether the budget was charged before :meth:`draw`."""
+
+    mechanism: Mechanism
+    prepared: Any
+    source: RandomSource
+    metadata: ReleaseMetadata
+
+    def draw(self, *, charged: bool) -> Release:
+        """Step 4 of :meth:`Mechanism.release`: draw the noise and build the release. A failure
+        here comes after the charge and says so (:class:`SpentBudgetError`)."""
+        mechanism = self.mechanism
+        try:
+            release = mechanism._release(self.prepared, self.source, self.metadata)
+        except Exception as exc:
+            spent = "charged" if charged else "not charged (account=False)"
+            raise SpentBudgetError(
+                f"{mechanism.name}: the release failed after its budget was {spent} "
+                f"(epsilon={mechanism.epsilon:g}); nothing was released or written: "
+                f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            ) from exc
+        # Exact diagnostics of the input (rows, dropped, clipped, users...): for the curator only,
+        # never saved with the release (see Release.curator_log).
+        log = dict(getattr(self.prepared, "report", {}) or {})
+        log.update(release.curator_log)
+        release.curator_log = log
+        return release
+
+
 class Mechanism(ABC):
     """Base of every dpcube mechanism."""
 
@@ -395,6 +426,28 @@ class Mechanism(ABC):
                 account=account,
                 requested_total=requested_total,
             )
+        checked = self.check_release(data, random_state)
+        # -- the one charge: everything above is checked; only the noise and the build follow ---
+        charge_release(
+            self,
+            checked.prepared,
+            checked.metadata,
+            ledger=ledger,
+            account=account,
+            seeded=checked.source.seeded or checked.source.noiseless,
+            origin=data,
+            requested_total=requested_total,
+        )
+        return checked.draw(charged=account)
+
+    def check_release(self, data: Any, random_state: Any = None) -> CheckedRelease:
+        """Steps 1 and 2 of :meth:`release`: prepare ``data`` and run every check that does not
+        depend on the noise, charging nothing. The result's :meth:`CheckedRelease.draw` is step 4;
+        whoever calls this instead of :meth:`release` owns step 3, the one charge (a publication
+        of several tables charges their sum once: :mod:`dpcube.planning.publication`)."""
+        unit = self.unit_for(data)
+        if unit != self.privacy_unit:
+            return self.with_unit(unit).check_release(data, random_state)
         prepared = self.prepare(data)
         source = resolve_random_state(random_state)
         metadata = self.metadata(prepared, source)
@@ -404,32 +457,7 @@ class Mechanism(ABC):
         self.check_noise_scale(prepared)
         self.validate(prepared)
         self.check_resources(prepared)
-        # -- the one charge: everything above is checked; only the noise and the build follow ---
-        charge_release(
-            self,
-            prepared,
-            metadata,
-            ledger=ledger,
-            account=account,
-            seeded=source.seeded or source.noiseless,
-            origin=data,
-            requested_total=requested_total,
-        )
-        try:
-            release = self._release(prepared, source, metadata)
-        except Exception as exc:
-            spent = "charged" if account else "not charged (account=False)"
-            raise SpentBudgetError(
-                f"{self.name}: the release failed after its budget was {spent} "
-                f"(epsilon={self.epsilon:g}); nothing was released or written: "
-                f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-            ) from exc
-        # Exact diagnostics of the input (rows, dropped, clipped, users...): for the curator only,
-        # never saved with the release (see Release.curator_log).
-        log = dict(getattr(prepared, "report", {}) or {})
-        log.update(release.curator_log)
-        release.curator_log = log
-        return release
+        return CheckedRelease(self, prepared, source, metadata)
 
     def _release_choosing_bound(
         self,

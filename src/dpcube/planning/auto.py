@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 
 from dpcube.errors import DataError, QueryError
 from dpcube.histogram import UnitBoundCandidates
-from dpcube.mechanisms.base import Mechanism, SensitivityClaim
+from dpcube.mechanisms.base import CheckedRelease, Mechanism, SensitivityClaim
 from dpcube.mechanisms.params import ParamSpec
 from dpcube.privacy.ledger import BudgetLedger, RequestedTotal
 from dpcube.privacy.random import RandomSource
@@ -188,6 +188,27 @@ class AutoMechanism(Mechanism):
         release.metadata.report["selected_by"] = "auto"
         release.metadata.report["plan"] = plan.to_dict()
         return release
+
+    def check_release(self, data: Any, random_state: Any = None) -> CheckedRelease:
+        """Plan from ``data``'s schema, then the chosen mechanism's checks (nothing charged); the
+        plan is recorded in the metadata, as :meth:`release` does."""
+        unit = self.unit_for(data)
+        if unit != self.privacy_unit:
+            twin = self.with_unit(unit)
+            checked = twin.check_release(data, random_state)
+            self.plan_, self.chosen_ = twin.plan_, twin.chosen_
+            return checked
+        schema = getattr(data, "schema", None)
+        if not isinstance(schema, Schema):
+            raise DataError(
+                "AutoMechanism.release needs a dpcube.Histogram (or an input with a schema); "
+                "build one with dpcube.histogram(source, schema)"
+            )
+        plan, chosen = self.choose(schema)
+        checked = chosen.check_release(data, random_state)
+        checked.metadata.report["selected_by"] = "auto"
+        checked.metadata.report["plan"] = plan.to_dict()
+        return checked
 
     def _release(self, data: Any, source: RandomSource, metadata: ReleaseMetadata) -> Release:
         raise NotImplementedError("AutoMechanism.release delegates to the chosen mechanism")
