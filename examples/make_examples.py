@@ -129,6 +129,36 @@ def cps_like(rng: np.random.Generator, households: int = 400) -> str:
     return "\n".join(lines) + "\n"
 
 
+CARRIERS = ["AA", "B6", "DL", "EV", "UA", "WN"]
+#: Mean departure delay (minutes) of each carrier's flights, before the exponential spread.
+CARRIER_DELAY = [8.0, 14.0, 5.0, 18.0, 10.0, 12.0]
+
+
+def flights(rng: np.random.Generator, planes: int = 400) -> str:
+    """A flights table of many rows per plane: tailnum, carrier, month, dep_delay (minutes).
+
+    Each plane belongs to one carrier and flies between 1 and 200 flights (a skewed spread, about
+    50 on average, so about 20,000 rows): the plane, not the flight, is the unit to protect.
+    Delays are early departures (a few minutes) or exponential delays whose mean depends on the
+    carrier and on the plane (some planes run late more often).
+    """
+    sizes = np.clip(np.round(rng.gamma(1.3, 40.0, planes)), 1, 200).astype(int)
+    carrier = rng.choice(len(CARRIERS), planes, p=[0.2, 0.12, 0.2, 0.1, 0.2, 0.18])
+    lateness = rng.gamma(2.0, 0.5, planes)
+    out = io.StringIO()
+    out.write("tailnum,carrier,month,dep_delay\n")
+    for plane in range(planes):
+        n = int(sizes[plane])
+        mean = CARRIER_DELAY[int(carrier[plane])] * float(lateness[plane])
+        early = rng.random(n) < 0.55
+        delay = np.where(early, -rng.integers(0, 10, n), np.round(rng.exponential(mean * 2.5, n)))
+        month = rng.integers(1, 13, n)
+        name = f"N{plane:03d}{CARRIERS[int(carrier[plane])]}"
+        for m, d in zip(month, delay, strict=True):
+            out.write(f"{name},{CARRIERS[int(carrier[plane])]},{int(m)},{int(d)}\n")
+    return out.getvalue()
+
+
 def files() -> dict[str, str]:
     """Relative path -> content of every generated file."""
     return {
@@ -138,6 +168,7 @@ def files() -> dict[str, str]:
         "census/persons.csv": persons(np.random.default_rng(20240103)),
         "workload/age_ranges.json": age_workload(),
         "fixed-width/cps_like.dat": cps_like(np.random.default_rng(20240104)),
+        "flights/flights.csv": flights(np.random.default_rng(20240105)),
     }
 
 

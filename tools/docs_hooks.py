@@ -90,7 +90,15 @@ API_GROUPS: dict[str, tuple[str, ...]] = {
         "Singular",
         "bound_contributions",
     ),
-    "Planning": ("plan", "plan_mechanisms", "AutoMechanism", "auto_mechanism"),
+    "Planning": (
+        "plan",
+        "plan_mechanisms",
+        "AutoMechanism",
+        "auto_mechanism",
+        "Publication",
+        "release_publication",
+        "load_publication",
+    ),
     "Releases and uncertainty": (
         "Release",
         "load_release",

@@ -1,7 +1,8 @@
 """Scale, measured: DuckDB vs Spark local on a synthetic person table on disk.
 
 Builds ``persons_<rows>.parquet`` under ``--work-dir`` (DuckDB ``COPY ... FROM range(...)``,
-see ``scale_data.py``; reused when present) and runs each workload (``histogram``, ``datacube``,
+see ``scale_data.py``; reused when present) and runs each workload (``histogram``, ``histogram-unit``
+(the same histogram with each county, the privacy unit, bounded to 100 rows first), ``datacube``,
 ``census``; see ``scale_jobs.py``) on each engine in a fresh child process, measuring wall time,
 CPU seconds and peak memory of the whole process tree (``proc_memory.py``: DuckDB is one process;
 Spark local is the Python driver plus one JVM that is driver and executor at once). DuckDB runs
@@ -34,7 +35,7 @@ import proc_memory
 import scale_data
 
 HERE = Path(__file__).resolve().parent
-WORKLOADS = ("histogram", "datacube", "census")
+WORKLOADS = ("histogram", "histogram-unit", "datacube", "census")
 ENGINES = ("duckdb", "spark", "spark-onepass")
 
 
@@ -122,6 +123,15 @@ def ratios(rows: list[dict[str, Any]]) -> list[str]:
                 f"CPU {s['workload_cpu_s'] / d['workload_cpu_s']:.2f}x "
                 f"(process wall {s['process_wall_s'] / d['process_wall_s']:.2f}x), "
                 f"peak RSS {s['peak_rss'] / d['peak_rss']:.2f}x; same result: {same}"
+            )
+    for engine in sorted({r["engine"] for r in rows}):
+        plain, bounded = by.get((engine, "histogram")), by.get((engine, "histogram-unit"))
+        if plain and bounded:
+            lines.append(
+                f"{engine}: bounding+counting / counting alone: time "
+                f"{bounded['seconds'] / plain['seconds']:.2f}x, CPU "
+                f"{bounded['workload_cpu_s'] / plain['workload_cpu_s']:.2f}x, peak RSS "
+                f"{bounded['peak_rss'] / plain['peak_rss']:.2f}x"
             )
     return lines
 

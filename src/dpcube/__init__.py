@@ -58,6 +58,9 @@ _EXPORTS: dict[str, str] = {
     "plan_mechanisms": "dpcube.planning.plan",
     "AutoMechanism": "dpcube.planning.auto",
     "auto_mechanism": "dpcube.planning.auto",
+    "Publication": "dpcube.planning.publication",
+    "release_publication": "dpcube.planning.publication",
+    "load_publication": "dpcube.planning.publication",
 }
 
 

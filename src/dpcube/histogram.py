@@ -13,6 +13,14 @@ from dpcube.engine import POLICIES, Engine, OutOfDomainPolicy, get_engine
 from dpcube.engine.counting import ContributionBound
 from dpcube.errors import DataError, SchemaError
 from dpcube.privacy.unit import ROW, PrivacyUnit
+from dpcube.privacy.unit_choice import (
+    AUTO,
+    DEFAULT_SELECTION_SHARE,
+    LARGEST_CANDIDATE_BITS,
+    UnitSizeBins,
+    candidates,
+    check_share,
+)
 from dpcube.schema import Schema
 
 
@@ -106,10 +114,11 @@ def histogram(
     dataset: str | None = None,
     show_values: bool = False,
     privacy_unit: str | None = None,
-    max_rows_per_unit: int | None = None,
+    max_rows_per_unit: int | str | None = None,
     max_cells_per_unit: int | None = None,
     max_rows_per_cell: int | None = None,
     bounding_seed: int | float | str | None = None,
+    unit_selection_share: float = DEFAULT_SELECTION_SHARE,
 ) -> Histogram:
     """Count the records of ``source`` in every cell of ``schema``'s domain.
 
@@ -134,7 +143,27 @@ def histogram(
     NULL unit id is refused. ``bounding_seed`` makes the choice reproducible (tests; by default
     a fresh random 128-bit key). The number of rows dropped is exact: it goes to the report (the
     curator's log), never into a release.
+
+    ``max_rows_per_unit="auto"`` leaves K to the release, which chooses it privately among
+    ``1, 2, 4, ..., 1024`` with ``unit_selection_share`` of its epsilon
+    (:mod:`dpcube.privacy.unit_choice`): the result is a :class:`UnitBoundCandidates`, counted
+    here at every candidate (one pass of the engine each, the same random choice of rows, so
+    the kept rows are nested) with the units' sizes binned by ``log2``, all before any charge.
     """
+    if isinstance(max_rows_per_unit, str) and max_rows_per_unit.strip().lower() == AUTO:
+        return _bound_candidates(
+            source,
+            schema,
+            on_out_of_domain=on_out_of_domain,
+            engine=engine,
+            max_cells=max_cells,
+            dataset=dataset,
+            show_values=show_values,
+            privacy_unit=privacy_unit,
+            refused=(max_cells_per_unit, max_rows_per_cell),
+            bounding_seed=bounding_seed,
+            share=unit_selection_share,
+        )
     unit = PrivacyUnit.parse(privacy_unit, max_rows_per_unit, max_cells_per_unit, max_rows_per_cell)
     if on_out_of_domain not in POLICIES:
         raise DataError(
@@ -151,6 +180,85 @@ def histogram(
     return Histogram(
         schema, counts, report, dataset=data_set_identity(source, dataset), privacy_unit=unit
     )
+
+
+class UnitBoundCandidates(Histogram):
+    """A histogram counted at every candidate bound of a privacy unit, for a release that
+    chooses the bound privately (``max_rows_per_unit="auto"``).
+
+    Its own counts (and ``privacy_unit``) are those at the largest candidate; ``at_bound[K]`` is
+    the histogram at K; ``unit_sizes`` the exact log2 bins of the units' sizes (the curator's
+    only: :class:`~dpcube.privacy.unit_choice.UnitSizeBins`). :meth:`Mechanism.release` spends
+    ``selection_share`` of its epsilon on the choice, the rest on the chosen histogram.
+    """
+
+    at_bound: dict[int, Histogram]
+    unit_sizes: UnitSizeBins
+    selection_share: float
+
+    def __init__(
+        self, at_bound: dict[int, Histogram], unit_sizes: UnitSizeBins, selection_share: float
+    ) -> None:
+        top = at_bound[max(at_bound)]
+        super().__init__(
+            top.schema,
+            top.counts,
+            top.report,
+            dataset=top.dataset,
+            privacy_unit=top.privacy_unit,
+        )
+        object.__setattr__(self, "at_bound", dict(at_bound))
+        object.__setattr__(self, "unit_sizes", unit_sizes)
+        object.__setattr__(self, "selection_share", check_share(selection_share))
+
+
+def _bound_candidates(
+    source: Any,
+    schema: Schema,
+    *,
+    on_out_of_domain: OutOfDomainPolicy,
+    engine: str | Engine | None,
+    max_cells: int | None,
+    dataset: str | None,
+    show_values: bool,
+    privacy_unit: str | None,
+    refused: tuple[Any, Any],
+    bounding_seed: int | float | str | None,
+    share: float,
+) -> UnitBoundCandidates:
+    share = check_share(share)
+    if not privacy_unit:
+        raise DataError(
+            "--max-rows-per-unit auto chooses the rows kept per unit: name the unit's column "
+            "with --privacy-unit COLUMN (privacy_unit='COLUMN')"
+        )
+    if any(r is not None for r in refused):
+        raise DataError(
+            "--max-rows-per-unit auto chooses K alone: give --max-cells-per-unit/"
+            "--max-rows-per-cell with a whole-number K, or drop them"
+        )
+    PrivacyUnit.parse(privacy_unit, 1)  # the column name, checked
+    identity = data_set_identity(source, dataset)
+    key = secrets.token_hex(16) if bounding_seed is None else str(bounding_seed)
+    bits = LARGEST_CANDIDATE_BITS
+    counts, rows = get_engine(engine, source).unit_sizes(source, privacy_unit, bits)
+    if on_out_of_domain not in POLICIES:
+        raise DataError(
+            f"on_out_of_domain must be one of {', '.join(POLICIES)}, got {on_out_of_domain!r}"
+        )
+    schema.check_materialisable(max_cells)
+    at_bound: dict[int, Histogram] = {}
+    for k in candidates(bits):
+        unit = PrivacyUnit(privacy_unit, k)
+        counted, report = get_engine(engine, source).histogram(
+            source,
+            schema,
+            on_out_of_domain=on_out_of_domain,
+            show_values=show_values,
+            bound=contribution_bound(unit, key),
+        )
+        at_bound[k] = Histogram(schema, counted, report, dataset=identity, privacy_unit=unit)
+    return UnitBoundCandidates(at_bound, UnitSizeBins(counts, rows), share)
 
 
 def contribution_bound(

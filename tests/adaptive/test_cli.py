@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -83,7 +84,15 @@ def test_ahp_and_mwem_release_and_answer(
         r = load_release(tmp_path / name)
         answers = r.answer_many([{}, {"age": [0, 4]}, {"sex": "F"}])
         assert answers.shape == (3,)
-        assert abs(answers[0] - 800) < 200  # the total, within a wide margin of its noise
+        # The total is unbiased: AHP's is the sum of its groups' noisy true sums, MWEM's estimate
+        # always sums to its noisy total. Six standard deviations of that noise: a single
+        # Laplace draw exceeds it with probability exp(-6 sqrt 2) < 3e-4, a sum of several less.
+        noise = json.loads((tmp_path / name / "manifest.json").read_text())["metadata"]["noise"]
+        if "groups" in noise:
+            sd = math.sqrt(2.0 * noise["groups"]) * noise["group_sum_scale"]
+        else:
+            sd = math.sqrt(2.0) * noise["total_scale"]
+        assert abs(answers[0] - 800) <= 6 * sd
     code, text, _ = run(
         capsys, "query", str(tmp_path / "a"), "--where", "age=0..4", "--runs", "20", "--json"
     )

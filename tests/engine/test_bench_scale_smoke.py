@@ -1,6 +1,6 @@
 """The scale benchmark (benchmarks/engine/bench_scale.py) still runs: 100k rows, DuckDB only.
 
-A smoke test so the code does not rot; it asserts the results (row and person counts, the three
+A smoke test so the code does not rot; it asserts the results (row and person counts, the four
 workloads, a measured peak memory), never a time.
 """
 
@@ -28,12 +28,15 @@ def test_bench_scale_duckdb_100k(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     rows = {r["workload"]: r for r in json.loads(out.read_text())}
-    assert sorted(rows) == ["census", "datacube", "histogram"]
+    assert sorted(rows) == ["census", "datacube", "histogram", "histogram-unit"]
     # every person is counted once in the histogram and once in the group-size table
     assert rows["histogram"]["check"]["rows"] == 100_000
     assert rows["census"]["check"]["persons"] == 100_000
     assert 0 < rows["census"]["check"]["groups"] < 100_000
     assert rows["datacube"]["check"]["cuboids"] == 16  # all 2^4 cuboids published
+    # each of the 3,144 counties keeps at most 100 rows; the skewed large counties lose some
+    assert 0 < rows["histogram-unit"]["check"]["rows"] < min(100_000, 3144 * 100)
+    assert "duckdb: bounding+counting / counting alone: time" in done.stdout
     for r in rows.values():
         # a DuckDB process holds at least its own code: the measurement saw a live process
         assert r["peak_rss"] > 10_000_000 and r["child_maxrss"] > 10_000_000

@@ -294,3 +294,11 @@ def test_a_refusing_candidate_is_named_and_its_reason_kept_for_the_curator(monke
     sel = release.metadata.report["selection"]
     assert sel["chosen"] == "identity" and sel["not_applicable"] == ["census-hierarchy"]
     assert set(release.curator_log["auto_adaptive_not_applicable"]) == {"census-hierarchy"}
+
+
+def test_refused_where_the_mechanism_must_be_known_before_the_charge() -> None:
+    # a publication checks every table before its one charge (check_release); the adaptive
+    # choice happens after the charge, so it is refused there, in one line
+    hist = Histogram(line(16), np.arange(16))
+    with pytest.raises(QueryError, match="publication"):
+        AutoMechanism(1.0, workload="allrange", adaptive=True).check_release(hist)

@@ -112,6 +112,10 @@ def cmd_release(args: argparse.Namespace) -> int:
     from dpcube.release.uncertainty import MIN_RUNS
     from dpcube.schema import Schema
 
+    if args.plan is not None:
+        return cmd_publication(args)
+    if args.mechanism is None:
+        raise UsageError("dpcube release needs --mechanism NAME (or --plan FILE)")
     curator_log = curator.check_path(args.curator_log, args.out) if args.curator_log else None
     if args.bootstrap_runs is not None and not (
         args.bootstrap_runs == 0 or args.bootstrap_runs >= MIN_RUNS
@@ -202,6 +206,7 @@ def cmd_release(args: argparse.Namespace) -> int:
         print(bootstrap_note, file=sys.stderr)
     left = ledger.remaining()
     used = release.metadata.mechanism
+    chosen_bound = _chosen_bound(release.metadata.privacy_unit)
     if args.json:
         print(
             json.dumps(
@@ -215,12 +220,26 @@ def cmd_release(args: argparse.Namespace) -> int:
                     "budget_left": {"epsilon": left.epsilon, "delta": left.delta},
                     "for_publication": release.metadata.for_publication,
                     "report": None if report is None else str(report),
+                    **({"max_rows_per_unit_chosen": chosen_bound} if chosen_bound else {}),
                 }
             )
         )
         return 0
     chosen = f"{used} (chosen by --mechanism auto)" if used != args.mechanism else used
     print(f"released {args.data} with {chosen} (epsilon={args.epsilon}) to {out}")
+    if chosen_bound:
+        dropped = chosen_bound["rows_dropped_share_noisy"]
+        print(
+            f"max rows per unit: K={chosen_bound['chosen_max_rows_per_unit']} chosen privately "
+            f"with epsilon={chosen_bound['epsilon']:.6g} ({chosen_bound['share_of_epsilon']:.0%} "
+            f"of {args.epsilon}); "
+            + (
+                f"noisy share of rows dropped: {dropped:.1%} (an estimate inside the guarantee)"
+                if dropped is not None
+                else "share of rows dropped not estimated: no size of unit was common enough "
+                "to show through the noise (too few units for this epsilon; K=1, the least noise)"
+            )
+        )
     print(
         f"budget left for this data set: epsilon={left.epsilon:.6g}"
         + (f", delta={left.delta:.3g}" if left.delta else "")
@@ -229,6 +248,105 @@ def cmd_release(args: argparse.Namespace) -> int:
         print(f"report: {report}")
     if not release.metadata.for_publication:
         print("warning: seeded release, NOT FOR PUBLICATION (the noise is reproducible)")
+    return 0
+
+
+def _chosen_bound(unit: Any) -> dict[str, Any] | None:
+    """The manifest's record of a privately chosen K (``--max-rows-per-unit auto``), or None."""
+    chosen = unit.get("chosen_privately") if isinstance(unit, dict) else None
+    return chosen if isinstance(chosen, dict) else None
+
+
+#: ``dpcube release`` flags a publication (``--plan``) takes from its file, or has no use for.
+_NOT_WITH_PLAN = (
+    "mechanism",
+    "schema",
+    "param",
+    "delta",
+    "overwrite",
+    "integer",
+    "curator_log",
+    "bootstrap_runs",
+    "show_values",
+    "spark_master",
+    "spark_conf",
+    "privacy_unit",
+    "max_rows_per_unit",
+    "max_cells_per_unit",
+    "max_rows_per_cell",
+)
+
+
+def cmd_publication(args: argparse.Namespace) -> int:
+    """``dpcube release DATA --plan FILE``: every table checked, one charge, one directory."""
+    from dpcube.planning.publication import Publication, release_publication
+
+    for dest in _NOT_WITH_PLAN:
+        value = getattr(args, dest, None)
+        if value not in (None, False, []):
+            flag = "--" + dest.replace("_", "-")
+            raise UsageError(
+                f"{flag} does not apply with --plan: each table's mechanism, schema and "
+                "parameters are in the publication file"
+            )
+    for spec in mechanism_flags.FLAGS:
+        if spec.given(args):
+            raise UsageError(
+                f"{spec.flag} does not apply with --plan: give it as a field of the table in the "
+                "publication file"
+            )
+    if args.on_out_of_domain != "error":
+        raise UsageError(
+            "--on-out-of-domain does not apply with --plan: give on_out_of_domain in each table "
+            "of the publication file"
+        )
+    if args.engine != "duckdb":
+        raise UsageError("--plan counts with the duckdb engine only; leave out --engine")
+    publication = Publication.from_file(args.plan)
+    _refuse_out_in_budget_state(args)
+    _probe_writable(args.out, "--out")
+    requested = _requested_total(args)
+    ledger, identity = _ledger(args)
+    if requested is not None:
+        ledger.check_requested_total(requested)
+    else:
+        ledger.total()
+    try:
+        with progress.step("counting, planning and releasing the tables"):
+            published = release_publication(
+                publication,
+                args.data,
+                args.epsilon,
+                args.out,
+                ledger=ledger,
+                dataset=identity,
+                requested_total=requested,
+                random_state=args.seed,
+            )
+    except (Exception, KeyboardInterrupt) as exc:
+        charge = ledger.last_charge
+        if charge is None:
+            raise  # nothing was charged: the error is the usual one line
+        print(f"error: {_charged_not_written(args, charge, exc)}", file=sys.stderr)
+        if args.debug:
+            raise
+        return 130 if isinstance(exc, KeyboardInterrupt) else 2
+    if not args.no_report:
+        for name in published.releases:
+            _write_report(published.directory / name, args.seed)
+    if args.json:
+        print(json.dumps(published.manifest))
+        return 0
+    print(
+        f"released {args.data} as {len(published.releases)} tables (epsilon={args.epsilon}, "
+        f"charged once) to {published.directory}"
+    )
+    for t in published.manifest["tables"]:
+        print(f"  {t['name']}: {t['mechanism']}, epsilon {t['epsilon']:.4g} ({t['basis']})")
+    left = ledger.remaining()
+    print(f"budget left for this data set: epsilon={left.epsilon:.6g}")
+    if args.seed is not None:
+        print("warning: seeded publication, NOT FOR PUBLICATION (the noise is reproducible)")
     return 0
 
 
@@ -574,7 +692,19 @@ def _add_release(sub: Any, with_domains: bool = True) -> None:
     p = sub.add_parser("release", help=SUMMARIES["release"])
     p.add_argument("data", help="CSV/Parquet file or directory of Parquet files")
     p.add_argument("--schema", help="schema file (YAML or JSON)")
-    p.add_argument("--mechanism", required=True, choices=sorted(registry.MECHANISMS))
+    p.add_argument(
+        "--mechanism",
+        default=None,
+        choices=sorted(registry.MECHANISMS),
+        help="the mechanism (required unless --plan)",
+    )
+    p.add_argument(
+        "--plan",
+        default=None,
+        metavar="FILE",
+        help="a publication file (YAML) listing several tables: release them all under --epsilon, "
+        "split to minimise their weighted error and charged once, into --out as one directory",
+    )
     p.add_argument("--epsilon", type=float, required=True)
     p.add_argument("--delta", type=float, default=None)
     p.add_argument("--neighbour", default="add_remove", choices=["add_remove", "replace"])

@@ -223,7 +223,16 @@ def add_unit_flags(parser: argparse.ArgumentParser) -> None:
         "--max-rows-per-unit",
         default=None,
         metavar="K",
-        help="keep at most K rows of each unit (a uniformly random choice); the noise grows with K",
+        help="keep at most K rows of each unit (a uniformly random choice); the noise grows with "
+        "K; 'auto' chooses K privately among 1, 2, 4, ..., 1024 with --unit-selection-share of "
+        "epsilon (docs/privacy-unit.md)",
+    )
+    group.add_argument(
+        "--unit-selection-share",
+        default=None,
+        type=float,
+        metavar="S",
+        help="with --max-rows-per-unit auto: the share of epsilon spent choosing K (default 0.1)",
     )
     group.add_argument(
         "--max-cells-per-unit",
@@ -238,6 +247,12 @@ def add_unit_flags(parser: argparse.ArgumentParser) -> None:
         help="also keep at most R rows of a unit in one cell (Gaussian noise then uses the L2 "
         "bound sqrt of C cells of R)",
     )
+
+
+def chooses_bound(args: argparse.Namespace) -> bool:
+    """Whether ``--max-rows-per-unit auto`` leaves K to a private choice."""
+    k = getattr(args, "max_rows_per_unit", None)
+    return isinstance(k, str) and k.strip().lower() == "auto"
 
 
 def privacy_unit_of(args: argparse.Namespace, name: str, cls: type[Mechanism]) -> PrivacyUnit:
@@ -262,6 +277,31 @@ def privacy_unit_of(args: argparse.Namespace, name: str, cls: type[Mechanism]) -
                 "--user-column needs --max-points-per-user C (the points kept per user)"
             )
         column, bounds[0] = args.user_column, args.max_points_per_user
+    if chooses_bound(args):
+        if not column:
+            raise UsageError(
+                "--max-rows-per-unit auto chooses the rows kept per unit: name the unit's "
+                "column with --privacy-unit COLUMN"
+            )
+        if bounds[1] is not None or bounds[2] is not None:
+            raise UsageError(
+                "--max-rows-per-unit auto chooses K alone: give --max-cells-per-unit/"
+                "--max-rows-per-cell with a whole-number K, or drop them"
+            )
+        if cls.unit_refusal:
+            raise UsageError(f"--privacy-unit: --mechanism {name}: {cls.unit_refusal}")
+        if INPUTS.get(name) not in ("histogram", "points"):
+            raise UsageError(
+                f"--max-rows-per-unit auto: --mechanism {name} counts its input otherwise than "
+                "as one histogram, which the private choice of K needs; give a whole-number K"
+            )
+        PrivacyUnit.parse(column, 1)  # the column, checked
+        return PrivacyUnit()  # the mechanism is built for the row; the release binds K
+    if getattr(args, "unit_selection_share", None) is not None:
+        raise UsageError(
+            "--unit-selection-share is the share of epsilon spent choosing K: it goes with "
+            "--max-rows-per-unit auto"
+        )
     unit = PrivacyUnit.parse(column, *bounds)
     if not unit.is_row and cls.unit_refusal:
         raise UsageError(f"--privacy-unit: --mechanism {name}: {cls.unit_refusal}")
@@ -378,6 +418,22 @@ def _histogram(
     if schema is None:
         raise SchemaError(f"--mechanism {name} needs --schema")
     unit = privacy_unit_of(args, name, resolve(MECHANISMS, name, "mechanism"))
+    if chooses_bound(args):
+        from dpcube.privacy.unit_choice import DEFAULT_SELECTION_SHARE
+
+        share = args.unit_selection_share
+        return histogram(
+            args.data,
+            schema,
+            on_out_of_domain=args.on_out_of_domain,
+            engine=args.engine,
+            dataset=dataset_identity,
+            show_values=args.show_values,
+            privacy_unit=args.privacy_unit,
+            max_rows_per_unit="auto",
+            bounding_seed=args.seed,
+            unit_selection_share=DEFAULT_SELECTION_SHARE if share is None else share,
+        )
     return histogram(
         args.data,
         schema,
@@ -520,6 +576,7 @@ __all__ = [
     "add_unit_flags",
     "build_mechanism",
     "check_input_flags",
+    "chooses_bound",
     "count_input",
     "privacy_unit_of",
     "refuse_foreign_flags",

@@ -84,7 +84,8 @@ def register(subparsers: Any) -> None:
         metavar="K",
         help="plan a release protecting units of at most K rows: every error is at that unit's "
         "sensitivity (K rows per unit; with the next two, the tighter min(K, C*R) and the L2 "
-        "figure for Gaussian noise)",
+        "figure for Gaussian noise); a comma-separated list (1,5,10,50) shows each mechanism's "
+        "error at each K side by side, 'auto' at the candidates of --max-rows-per-unit auto",
     )
     p.add_argument(
         "--max-cells-per-unit", default=None, metavar="C", help="with --max-rows-per-unit"
@@ -120,10 +121,94 @@ def _unit(args: argparse.Namespace) -> Any:
     return PrivacyUnit.parse("-", *bounds).with_column(args.privacy_unit)
 
 
+def _bounds_to_compare(args: argparse.Namespace) -> list[int] | None:
+    """The K of ``--max-rows-per-unit 1,5,10,50`` (or ``auto``: its candidates), or None for one K."""
+    from dpcube.privacy.unit import PrivacyUnit
+    from dpcube.privacy.unit_choice import AUTO, candidates
+
+    text = args.max_rows_per_unit
+    if not isinstance(text, str):
+        return None
+    if text.strip().lower() == AUTO:
+        ks = list(candidates())
+    elif "," in text:
+        ks = [PrivacyUnit.parse("-", k.strip()).max_rows_per_unit for k in text.split(",")]
+    else:
+        return None
+    if args.target_error is not None:
+        raise QueryError(
+            "--target-error plans one unit: give one whole-number --max-rows-per-unit K"
+        )
+    if args.epsilon is None:
+        raise QueryError("--max-rows-per-unit with several K: give --epsilon")
+    return sorted(set(ks))
+
+
+def _compare_bounds(args: argparse.Namespace, ks: list[int]) -> int:
+    """Each mechanism's expected error at each K, side by side (nothing read, nothing spent)."""
+    from dpcube.planning.plan import plan_mechanisms
+    from dpcube.privacy.unit import PrivacyUnit
+
+    try:
+        schema, workload = _schema_and_workload(args)
+        plans = {
+            k: plan_mechanisms(
+                schema,
+                workload,
+                args.epsilon,
+                args.delta,
+                mechanisms=args.mechanisms.split(",") if args.mechanisms else None,
+                neighbour=args.neighbour,
+                strategies=args.strategies.split(",") if args.strategies else None,
+                privacy_unit=PrivacyUnit.parse(
+                    "-", k, args.max_cells_per_unit, args.max_rows_per_cell
+                ).with_column(args.privacy_unit),
+            )
+            for k in ks
+        }
+    except DPCubeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(
+            json.dumps(
+                {"by_max_rows_per_unit": {str(k): p.to_dict() for k, p in plans.items()}}, indent=2
+            )
+        )
+        return 0
+    first = plans[ks[0]]
+    print(
+        f"workload {first.workload}: {first.queries:,} queries over {first.cells:,} cells; "
+        f"neighbour {first.neighbour}; epsilon {args.epsilon:g}; nothing read, no budget spent"
+    )
+    print(
+        "RMSE per query of the noise at each max rows per unit K (the rows a larger K keeps "
+        "are not in it: the plan reads no data; a smaller K drops more rows of the larger units)"
+    )
+    print(f"  {'mechanism':30s}" + "".join(f" {'K=' + str(k):>10s}" for k in ks))
+    for i, c in enumerate(first.candidates):
+        if c.basis != "exact":
+            continue
+        cells = []
+        for k in ks:
+            other = plans[k].candidates[i]
+            rmse = math.sqrt(other.expected_error / max(plans[k].queries, 1))
+            cells.append(f" {rmse:10.4g}")
+        print(f"  {c.label:30s}" + "".join(cells))
+    return 0
+
+
 def handler(args: argparse.Namespace) -> int:
     from dpcube.planning.inverse import epsilon_needs
     from dpcube.planning.plan import plan_mechanisms
 
+    try:
+        ks = _bounds_to_compare(args)
+    except DPCubeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if ks is not None:
+        return _compare_bounds(args, ks)
     try:
         if args.epsilon is None and args.target_error is None:
             raise QueryError("give --epsilon (the error at that budget) or --target-error E")

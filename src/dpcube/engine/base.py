@@ -59,6 +59,13 @@ class Engine(ABC):
         ``numeric_columns`` as numbers from a CSV file with a header and no rows."""
 
     @abstractmethod
+    def unit_sizes(
+        self, source: Any, column: str, bits: int
+    ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """Units and their rows per bin of ``floor(log2 rows)`` of each unit of ``column``
+        (:func:`dpcube.engine.counting.unit_size_bins`): exact, the curator's only."""
+
+    @abstractmethod
     def histogram(
         self,
         source: Any,

@@ -717,3 +717,40 @@ def bounding_report(
         "rows_before_bounding": before["rows_before_bounding"],
         "rows_dropped_by_bound": before["rows_before_bounding"] - rows_kept,
     }
+
+
+def unit_size_bins(
+    table: Table, column: str, bits: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Per bin ``b = 0..bits`` of ``floor(log2 n)`` (``n`` the rows of one unit of ``column``;
+    the last bin holds every unit of at least ``2**bits`` rows): the units and their rows, each
+    unit's counted up to ``2**(bits+1)``. Exact figures (the curator's; see
+    :mod:`dpcube.privacy.unit_choice`), computed in the engine by two groupings, so that only
+    ``2 (bits + 1)`` numbers leave it. A NULL unit id is refused."""
+    if column not in table.columns:
+        raise DataError(
+            f"privacy unit column {column!r} is not in the data (columns: "
+            f"{', '.join(table.columns)}); pass the column that identifies the unit "
+            "(--privacy-unit COLUMN)"
+        )
+    uid = table.dialect.ident(column)
+    nulls = int(table.rows(f"SELECT count(*) - count({uid}) FROM src")[0][0])
+    if nulls:
+        raise DataError(
+            f"privacy unit column {column!r} has {nulls:,} NULL ids; a NULL would merge "
+            "unrelated rows into one unit: drop those rows or give each its own id"
+        )
+    cap = 2 ** (bits + 1)
+    cases = " ".join(f"WHEN n < {2 ** (b + 1)} THEN {b}" for b in range(bits))
+    binned = f"CASE {cases} ELSE {bits} END" if bits else "0"
+    sized = f"SELECT count(*) AS n FROM src GROUP BY {uid}"
+    query = (
+        f"SELECT {binned} AS bin, count(*) AS units, sum(CASE WHEN n > {cap} THEN {cap} "
+        f"ELSE n END) AS kept FROM ({sized}) AS sized GROUP BY {binned}"
+    )
+    counts = np.zeros(bits + 1, dtype=np.int64)
+    rows = np.zeros(bits + 1, dtype=np.int64)
+    for b, units, kept in table.rows(query):
+        counts[int(b)] = int(units)
+        rows[int(b)] = int(kept)
+    return counts, rows

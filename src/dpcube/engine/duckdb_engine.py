@@ -21,7 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpcube.engine.base import Engine, OutOfDomainPolicy
-from dpcube.engine.counting import ContributionBound, histogram_counts
+from dpcube.engine.counting import ContributionBound, histogram_counts, unit_size_bins
 from dpcube.engine.sql import DUCKDB, axis_expressions, schema_column_kinds
 from dpcube.errors import DataError
 from dpcube.schema import Schema
@@ -284,6 +284,12 @@ class DuckDBEngine(Engine):
     ) -> tuple[NDArray[np.int64], dict[str, Any]]:
         with reading(source), self.open(source, *schema_column_kinds(schema)) as view:
             return histogram_counts(view, schema, on_out_of_domain, show_values, bound)
+
+    def unit_sizes(
+        self, source: Any, column: str, bits: int
+    ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        with reading(source), self.open(source) as table:
+            return unit_size_bins(table, column, bits)
 
 
 # -- data set identity --------------------------------------------------------------------------

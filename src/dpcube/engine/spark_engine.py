@@ -26,7 +26,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpcube.engine.base import Engine, OutOfDomainPolicy, is_spark_frame
-from dpcube.engine.counting import ContributionBound, histogram_counts
+from dpcube.engine.counting import ContributionBound, histogram_counts, unit_size_bins
 from dpcube.engine.sql import SPARK, schema_column_kinds
 from dpcube.errors import DataError
 from dpcube.schema import Schema
@@ -292,6 +292,12 @@ class SparkEngine(Engine):
     ) -> Iterator[SparkTable]:
         with reading(source):
             yield SparkTable(self.frame(source, text_columns, numeric_columns))
+
+    def unit_sizes(
+        self, source: Any, column: str, bits: int
+    ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        with self.open(source) as table:
+            return unit_size_bins(table, column, bits)
 
     def histogram(
         self,

@@ -51,13 +51,14 @@ from dpcube.errors import (
     ResourceError,
     SpentBudgetError,
 )
-from dpcube.histogram import Histogram
+from dpcube.histogram import Histogram, UnitBoundCandidates
 from dpcube.mechanisms.params import ParamSpec, specs_by_name
 from dpcube.privacy.accounting import charge_release
 from dpcube.privacy.ledger import BudgetLedger, RequestedTotal, validate_privacy
 from dpcube.privacy.neighbours import Neighbour
 from dpcube.privacy.random import RandomSource, resolve_random_state
 from dpcube.privacy.unit import ROW, PrivacyUnit
+from dpcube.privacy.unit_choice import choose_max_rows_per_unit
 from dpcube.release.base import Release, ReleaseMetadata
 from dpcube.schema import Schema
 
@@ -175,6 +176,37 @@ class SensitivityClaim:
     norm: str
     declared: float
     tight: bool = True
+
+
+@dataclass
+class CheckedRelease:
+    """A release prepared and checked (:meth:`Mechanism.check_release`) whose noise is not drawn
+    yet: ``metadata.accounted`` must say whether the budget was charged before :meth:`draw`."""
+
+    mechanism: Mechanism
+    prepared: Any
+    source: RandomSource
+    metadata: ReleaseMetadata
+
+    def draw(self, *, charged: bool) -> Release:
+        """Step 4 of :meth:`Mechanism.release`: draw the noise and build the release. A failure
+        here comes after the charge and says so (:class:`SpentBudgetError`)."""
+        mechanism = self.mechanism
+        try:
+            release = mechanism._release(self.prepared, self.source, self.metadata)
+        except Exception as exc:
+            spent = "charged" if charged else "not charged (account=False)"
+            raise SpentBudgetError(
+                f"{mechanism.name}: the release failed after its budget was {spent} "
+                f"(epsilon={mechanism.epsilon:g}); nothing was released or written: "
+                f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            ) from exc
+        # Exact diagnostics of the input (rows, dropped, clipped, users...): for the curator only,
+        # never saved with the release (see Release.curator_log).
+        log = dict(getattr(self.prepared, "report", {}) or {})
+        log.update(release.curator_log)
+        release.curator_log = log
+        return release
 
 
 class Mechanism(ABC):
@@ -381,6 +413,10 @@ class Mechanism(ABC):
         to a ``ledger`` passed explicitly. ``requested_total`` becomes the ledger's total if it
         has none, and must equal the recorded total otherwise, in the transaction of the charge.
         """
+        if isinstance(data, UnitBoundCandidates):
+            return self._release_choosing_bound(
+                data, random_state, ledger=ledger, account=account, requested_total=requested_total
+            )
         unit = self.unit_for(data)
         if unit != self.privacy_unit:
             return self.with_unit(unit).release(
@@ -390,6 +426,28 @@ class Mechanism(ABC):
                 account=account,
                 requested_total=requested_total,
             )
+        checked = self.check_release(data, random_state)
+        # -- the one charge: everything above is checked; only the noise and the build follow ---
+        charge_release(
+            self,
+            checked.prepared,
+            checked.metadata,
+            ledger=ledger,
+            account=account,
+            seeded=checked.source.seeded or checked.source.noiseless,
+            origin=data,
+            requested_total=requested_total,
+        )
+        return checked.draw(charged=account)
+
+    def check_release(self, data: Any, random_state: Any = None) -> CheckedRelease:
+        """Steps 1 and 2 of :meth:`release`: prepare ``data`` and run every check that does not
+        depend on the noise, charging nothing. The result's :meth:`CheckedRelease.draw` is step 4;
+        whoever calls this instead of :meth:`release` owns step 3, the one charge (a publication
+        of several tables charges their sum once: :mod:`dpcube.planning.publication`)."""
+        unit = self.unit_for(data)
+        if unit != self.privacy_unit:
+            return self.with_unit(unit).check_release(data, random_state)
         prepared = self.prepare(data)
         source = resolve_random_state(random_state)
         metadata = self.metadata(prepared, source)
@@ -399,10 +457,53 @@ class Mechanism(ABC):
         self.check_noise_scale(prepared)
         self.validate(prepared)
         self.check_resources(prepared)
-        # -- the one charge: everything above is checked; only the noise and the build follow ---
+        return CheckedRelease(self, prepared, source, metadata)
+
+    def _release_choosing_bound(
+        self,
+        data: UnitBoundCandidates,
+        random_state: Any,
+        *,
+        ledger: BudgetLedger | None,
+        account: bool,
+        requested_total: RequestedTotal | None,
+    ) -> Release:
+        """:meth:`release` of a histogram whose bound K is chosen privately
+        (:mod:`dpcube.privacy.unit_choice`), in the template's order: every candidate K is
+        prepared and validated (noise scale, parameters, memory) with the mechanism at its share
+        ``(1 - s) epsilon``; the ledger is charged once, ``epsilon`` in all (the choice's
+        ``s epsilon`` and the mechanism's); then the choice's noise is drawn, K chosen, and the
+        histogram counted at K released. Sequential composition (Dwork and Roth, 2014, Theorem
+        3.16): the choice and the release together are epsilon-DP for one unit; the mechanism's
+        delta, if any, is its own."""
+        if not self.privacy_unit.is_row:
+            raise ParameterError(
+                f"{self.name}: the input's bound is chosen by the release (max_rows_per_unit="
+                f"'auto'); build the mechanism without a privacy unit (it has "
+                f"{self.privacy_unit.manifest()})"
+            )
+        if self.unit_refusal:
+            raise ParameterError(f"{self.name}: {self.unit_refusal}")
+        share = data.selection_share
+        choosing = self.epsilon * share
+        inner = copy.copy(self)
+        inner.epsilon = self.epsilon - choosing
+        ready: dict[int, tuple[Mechanism, Any]] = {}
+        for k, counted in sorted(data.at_bound.items()):
+            twin = inner.with_unit(counted.privacy_unit)
+            prepared = twin.prepare(counted)
+            twin.check_noise_scale(prepared)
+            twin.validate(prepared)
+            twin.check_resources(prepared)
+            ready[k] = (twin, prepared)
+        source = resolve_random_state(random_state)
+        largest, prepared_largest = ready[max(ready)]
+        metadata = largest.metadata(prepared_largest, source)
+        metadata.epsilon = self.epsilon
+        # -- the one charge, of the whole epsilon: everything above is checked -----------------
         charge_release(
             self,
-            prepared,
+            prepared_largest,
             metadata,
             ledger=ledger,
             account=account,
@@ -411,7 +512,27 @@ class Mechanism(ABC):
             requested_total=requested_total,
         )
         try:
-            release = self._release(prepared, source, metadata)
+            cells = float(np.prod(data.schema.shape, dtype=np.float64))
+            choice = choose_max_rows_per_unit(
+                data.unit_sizes,
+                epsilon=choosing,
+                share=share,
+                neighbour=self.neighbour,
+                noise_per_row=cells * math.sqrt(2.0) / inner.epsilon,
+                source=source,
+            )
+            chosen, prepared = ready[choice.max_rows_per_unit]
+            metadata.params = chosen.get_params()
+            metadata.params["epsilon"] = inner.epsilon
+            unit = chosen.privacy_unit.manifest()
+            assert isinstance(unit, dict)  # a column and a bound, never the row
+            metadata.privacy_unit = {**unit, "chosen_privately": choice.manifest()}
+            schema = getattr(prepared, "schema", None)
+            if isinstance(schema, Schema):
+                metadata.sensitivity = {
+                    c.name: c.declared for c in chosen.sensitivity_claims(schema)
+                }
+            release = chosen._release(prepared, source, metadata)
         except Exception as exc:
             spent = "charged" if account else "not charged (account=False)"
             raise SpentBudgetError(
@@ -419,9 +540,12 @@ class Mechanism(ABC):
                 f"(epsilon={self.epsilon:g}); nothing was released or written: "
                 f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
             ) from exc
-        # Exact diagnostics of the input (rows, dropped, clipped, users...): for the curator only,
-        # never saved with the release (see Release.curator_log).
+        metadata.epsilon = self.epsilon
         log = dict(getattr(prepared, "report", {}) or {})
+        log["unit_sizes_exact"] = {
+            "units_per_log2_bin": data.unit_sizes.counts.tolist(),
+            "rows_per_log2_bin": data.unit_sizes.rows.tolist(),
+        }
         log.update(release.curator_log)
         release.curator_log = log
         return release

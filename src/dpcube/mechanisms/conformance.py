@@ -261,7 +261,7 @@ def check_unit_sensitivity(case: Case) -> None:
             bases = [h.counts for h in tiny_histograms(case.schema)]
             pairs = [p for x in bases for p in unit_neighbours(x, unit, neighbour, rng)]
             for claim in unit_mech.sensitivity_claims(case.schema):
-                order = 1 if claim.norm == "l1" else 2
+                order = {"l1": 1, "l2": 2, "linf": np.inf}[claim.norm]
                 found = 0.0
                 for x, y in pairs:
                     diff = np.asarray(claim.function(y), dtype=np.float64) - np.asarray(

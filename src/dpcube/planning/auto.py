@@ -28,8 +28,13 @@ from typing import Any, ClassVar
 import numpy as np
 
 from dpcube.errors import BudgetError, DataError, DPCubeError, QueryError, SpentBudgetError
-from dpcube.histogram import Histogram
-from dpcube.mechanisms.base import Mechanism, SensitivityClaim, check_share_scale
+from dpcube.histogram import Histogram, UnitBoundCandidates
+from dpcube.mechanisms.base import (
+    CheckedRelease,
+    Mechanism,
+    SensitivityClaim,
+    check_share_scale,
+)
 from dpcube.mechanisms.params import ParamSpec
 from dpcube.planning.pythia import (
     DEFAULT_SELECTION_SHARE,
@@ -43,6 +48,7 @@ from dpcube.planning.pythia import (
 from dpcube.privacy.accounting import charge_release
 from dpcube.privacy.ledger import BudgetLedger, RequestedTotal
 from dpcube.privacy.random import RandomSource, resolve_random_state
+from dpcube.privacy.unit import ROW
 from dpcube.release.base import Release, ReleaseMetadata
 from dpcube.schema import Schema
 from dpcube.workloads import Workload
@@ -249,6 +255,12 @@ class AutoMechanism(Mechanism):
         account: bool,
         requested_total: RequestedTotal | None,
     ) -> Release:
+        if isinstance(data, UnitBoundCandidates):
+            raise DataError(
+                "auto --adaptive needs a histogram counted at a fixed bound per unit; it does not "
+                "combine with a bound chosen by the release (max_rows_per_unit='auto'): give "
+                "--max-rows-per-unit K, or drop --adaptive"
+            )
         if not isinstance(data, Histogram):
             raise DataError(
                 "auto --adaptive needs a dpcube.Histogram; build one with "
@@ -358,8 +370,12 @@ class AutoMechanism(Mechanism):
     ) -> Release:
         """Plan from ``data``'s schema (no counts read), then release with the chosen mechanism
         (its template charges once) and record the plan in the metadata. The plan is made for
-        the privacy unit the input was bounded for (:meth:`Mechanism.unit_for`)."""
-        unit = self.unit_for(data)
+        the privacy unit the input was bounded for (:meth:`Mechanism.unit_for`); for an input
+        whose bound the release chooses (:class:`~dpcube.histogram.UnitBoundCandidates`), for
+        the row: without cell bounds a unit of K rows has L1 and L2 sensitivity K, every
+        candidate's noise is K times the row's, so the ranking of the mechanisms is the same at
+        every K; the chosen one chooses K."""
+        unit = ROW if isinstance(data, UnitBoundCandidates) else self.unit_for(data)
         if unit != self.privacy_unit:
             twin = self.with_unit(unit)
             adopted = twin.release(
@@ -387,6 +403,33 @@ class AutoMechanism(Mechanism):
         release.metadata.report["selected_by"] = "auto"
         release.metadata.report["plan"] = plan.to_dict()
         return release
+
+    def check_release(self, data: Any, random_state: Any = None) -> CheckedRelease:
+        """Plan from ``data``'s schema, then the chosen mechanism's checks (nothing charged); the
+        plan is recorded in the metadata, as :meth:`release` does."""
+        if self.adaptive:
+            raise QueryError(
+                "auto --adaptive chooses its mechanism after the charge, from noisy features of "
+                "the data, so it cannot be checked ahead as one table of a publication; name the "
+                "mechanism (or use plain auto) for this table"
+            )
+        unit = self.unit_for(data)
+        if unit != self.privacy_unit:
+            twin = self.with_unit(unit)
+            checked = twin.check_release(data, random_state)
+            self.plan_, self.chosen_ = twin.plan_, twin.chosen_
+            return checked
+        schema = getattr(data, "schema", None)
+        if not isinstance(schema, Schema):
+            raise DataError(
+                "AutoMechanism.release needs a dpcube.Histogram (or an input with a schema); "
+                "build one with dpcube.histogram(source, schema)"
+            )
+        plan, chosen = self.choose(schema)
+        checked = chosen.check_release(data, random_state)
+        checked.metadata.report["selected_by"] = "auto"
+        checked.metadata.report["plan"] = plan.to_dict()
+        return checked
 
     def _release(self, data: Any, source: RandomSource, metadata: ReleaseMetadata) -> Release:
         raise NotImplementedError("AutoMechanism.release delegates to the chosen mechanism")

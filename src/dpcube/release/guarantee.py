@@ -139,6 +139,9 @@ def unit_sentence(unit: str | Mapping[str, Any]) -> str:
     'The privacy unit is one row: neighbouring data sets differ in one row.'
     >>> unit_sentence({"column": "tailnum", "max_rows_per_unit": 50})
     "The privacy unit is one value of column 'tailnum' with all its rows: each unit's rows were bounded in the engine before counting (at most 50 rows), and rows beyond the bound were not counted."
+    >>> unit_sentence({"column": "t", "max_rows_per_unit": 64, "chosen_privately": {
+    ...     "epsilon": 0.1, "rows_dropped_share_noisy": 0.167}}).split(". ")[-1]
+    "The bound was chosen privately, from a noisy histogram of the units' sizes, with epsilon = 0.1 of the epsilon above; a noisy estimate of the share of rows dropped is 16.7%."
     """
     if not isinstance(unit, Mapping):
         return "The privacy unit is one row: neighbouring data sets differ in one row."
@@ -147,11 +150,24 @@ def unit_sentence(unit: str | Mapping[str, Any]) -> str:
         bounds.append(f"at most {unit['max_cells_per_unit']} cells")
     if unit.get("max_rows_per_cell") is not None:
         bounds.append(f"at most {unit['max_rows_per_cell']} rows in one cell")
-    return (
+    sentence = (
         f"The privacy unit is one value of column {unit.get('column')!r} with all its rows: each "
         f"unit's rows were bounded in the engine before counting ({', '.join(bounds)}), and rows "
         "beyond the bound were not counted."
     )
+    chosen = unit.get("chosen_privately")
+    if isinstance(chosen, Mapping):
+        dropped = chosen.get("rows_dropped_share_noisy")
+        sentence += (
+            f" The bound was chosen privately, from a noisy histogram of the units' sizes, with "
+            f"epsilon = {chosen.get('epsilon'):g} of the epsilon above"
+            + (
+                f"; a noisy estimate of the share of rows dropped is {dropped:.1%}."
+                if isinstance(dropped, int | float)
+                else "; the share of rows dropped was not estimated (too few units)."
+            )
+        )
+    return sentence
 
 
 def guarantee_sentences(m: GuaranteeMetadata, warning: str | None) -> list[str]:

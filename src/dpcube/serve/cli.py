@@ -92,6 +92,20 @@ def bind(host: str, port: int, count: int = 1) -> list[socket.socket]:
     return sockets
 
 
+def _release_dirs(given: list[str]) -> list[str]:
+    """The release directories to serve: a publication directory (``dpcube release --plan``)
+    stands for its tables, each served under its name, after its manifest is verified."""
+    from dpcube.planning.publication import is_publication, publication_members
+
+    dirs: list[str] = []
+    for d in given:
+        if is_publication(d):
+            dirs.extend(str(m.resolve()) for m in publication_members(d))
+        else:
+            dirs.append(str(Path(d).resolve()))
+    return dirs
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from dpcube.serve.app import create_app
     from dpcube.serve.connections import run_server
@@ -113,7 +127,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # whichever worker answers (a seed of the bootstrap changes no guarantee)
         seed = secrets.randbits(63)
     options: dict[str, Any] = {
-        "release_dirs": [str(Path(d).resolve()) for d in args.releases],
+        "release_dirs": _release_dirs(args.releases),
         "max_batch": args.max_batch,
         "max_body_bytes": args.max_body_bytes,
         "max_table_rows": args.max_table_rows,

@@ -41,7 +41,6 @@ from numpy.typing import NDArray
 from dpcube.histogram import Histogram
 from dpcube.mechanisms.base import Mechanism, SensitivityClaim, check_share_scale
 from dpcube.mechanisms.params import ParamSpec
-from dpcube.privacy.neighbours import Neighbour
 from dpcube.privacy.random import RandomSource
 from dpcube.privacy.samplers import add_discrete_laplace
 from dpcube.release.base import ReleaseMetadata
@@ -232,7 +231,7 @@ class AHP(Mechanism):
         return first, self.epsilon - first
 
     def sensitivity_claims(self, schema: Schema) -> list[SensitivityClaim]:
-        delta = Neighbour(self.neighbour).histogram_sensitivity("l1")
+        delta = self.histogram_sensitivity("l1")
         return [
             SensitivityClaim(
                 "cells", lambda x: np.asarray(x, dtype=np.float64).ravel(), "l1", delta
@@ -260,7 +259,7 @@ class AHP(Mechanism):
         ]
 
     def validate(self, data: Histogram) -> None:
-        delta = Neighbour(self.neighbour).histogram_sensitivity("l1")
+        delta = self.histogram_sensitivity("l1")
         first, second = self.epsilons
         check_share_scale(self.name, f"ratio={self.ratio:g}", delta, first)
         check_share_scale(self.name, f"ratio={self.ratio:g}", delta, second)
@@ -268,7 +267,7 @@ class AHP(Mechanism):
     def _release(
         self, data: Histogram, source: RandomSource, metadata: ReleaseMetadata
     ) -> CellRelease:
-        delta = Neighbour(self.neighbour).histogram_sensitivity("l1")
+        delta = self.histogram_sensitivity("l1")
         first, second = self.epsilons
         counts = np.asarray(data.counts, dtype=np.int64).ravel()
         noisy, first_draw = add_discrete_laplace(counts, delta / first, source)

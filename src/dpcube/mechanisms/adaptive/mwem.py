@@ -243,6 +243,12 @@ class MWEM(Mechanism):
     def epsilon_measure(self) -> float:
         return self.epsilon_round - self.epsilon_select
 
+    @property
+    def unit_rows(self) -> float:
+        """The most rows one privacy unit adds or removes (1 for the row): every query answer
+        and the total move by at most this much, one row at a time."""
+        return float(self.privacy_unit.rows)
+
     def sensitivity_claims(self, schema: Schema) -> list[SensitivityClaim]:
         boxes = self.boxes(schema)
         prefixed = np.asarray(boxes)
@@ -254,7 +260,13 @@ class MWEM(Mechanism):
             np.all(covers_grid(boxes, schema.shape))
         )
         claims = [
-            SensitivityClaim("query answers", answers, "linf", QUERY_SENSITIVITY, tight=moving)
+            SensitivityClaim(
+                "query answers",
+                answers,
+                "linf",
+                QUERY_SENSITIVITY * self.unit_rows,
+                tight=moving and self.privacy_unit.is_row,
+            )
         ]
         if self.total is None:
             claims.append(
@@ -262,8 +274,9 @@ class MWEM(Mechanism):
                     "total",
                     lambda x: np.array([float(np.sum(x))]),
                     "l1",
-                    1.0,
-                    tight=Neighbour(self.neighbour) is Neighbour.ADD_REMOVE,
+                    self.unit_rows,
+                    tight=Neighbour(self.neighbour) is Neighbour.ADD_REMOVE
+                    and self.privacy_unit.is_row,
                 )
             )
         return claims
@@ -312,13 +325,19 @@ class MWEM(Mechanism):
         self.boxes(data.schema)  # the workload fits the schema (refused before the charge)
         if self.total is None:
             check_share_scale(
-                self.name, f"total_share={self.total_share:g}", 1.0, self.epsilon_total
+                self.name, f"total_share={self.total_share:g}", self.unit_rows, self.epsilon_total
             )
         check_share_scale(
-            self.name, f"rounds={self.rounds}", QUERY_SENSITIVITY, self.epsilon_measure
+            self.name,
+            f"rounds={self.rounds}",
+            QUERY_SENSITIVITY * self.unit_rows,
+            self.epsilon_measure,
         )
         check_share_scale(
-            self.name, f"rounds={self.rounds}", QUERY_SENSITIVITY, self.epsilon_select
+            self.name,
+            f"rounds={self.rounds}",
+            QUERY_SENSITIVITY * self.unit_rows,
+            self.epsilon_select,
         )
 
     def _release(
@@ -331,7 +350,7 @@ class MWEM(Mechanism):
         noise: dict[str, Any] = {"distribution": "discrete_laplace"}
         if self.total is None:
             noisy_total, draw = add_discrete_laplace(
-                np.array([int(counts.sum())]), 1.0 / self.epsilon_total, source
+                np.array([int(counts.sum())]), self.unit_rows / self.epsilon_total, source
             )
             total = max(float(noisy_total[0]), 1.0)
             noise.update(total="measured", epsilon_total=self.epsilon_total)
@@ -357,11 +376,16 @@ class MWEM(Mechanism):
             estimate = box_sums(prefix_sums(total_of(log_w, total)), boxes)
             scores = np.where(chosen, 0.0, np.abs(truth - estimate))
             pick = exponential_mechanism(
-                scores, epsilon=self.epsilon_select, sensitivity=QUERY_SENSITIVITY, source=source
+                scores,
+                epsilon=self.epsilon_select,
+                sensitivity=QUERY_SENSITIVITY * self.unit_rows,
+                source=source,
             )
             chosen[pick] = True
             answer, draw = add_discrete_laplace(
-                np.array([int(truth[pick])]), QUERY_SENSITIVITY / self.epsilon_measure, source
+                np.array([int(truth[pick])]),
+                QUERY_SENSITIVITY * self.unit_rows / self.epsilon_measure,
+                source,
             )
             scale = float(draw.scale)
             measured.append((box_slices(boxes[pick]), float(answer[0])))

@@ -432,7 +432,11 @@ class DAWA(Mechanism):
         order = line_order(schema.shape)
         n = len(order)
         pairs = np.arange(0, n, 2, dtype=np.int64)
-        stage2_factor = 1.0 if self.neighbour == Neighbour.ADD_REMOVE.value else 2.0
+        # One privacy unit of m = min(K, C R) rows moves both measurements by at most m times
+        # one row's change (triangle inequality, one row at a time): both claims scale by m.
+        rows = float(self.privacy_unit.rows)
+        stage2_factor = (1.0 if self.neighbour == Neighbour.ADD_REMOVE.value else 2.0) * rows
+        tight = self.neighbour == Neighbour.ADD_REMOVE.value and self.privacy_unit.is_row
 
         def bucket_answers(x: NDArray[np.int64]) -> FloatArray:
             # Stage 2 for a fixed partition (the pairs of the line): A c / ||A||_1. For any
@@ -455,15 +459,15 @@ class DAWA(Mechanism):
                 "deviations of the dyadic intervals (stage 1, epsilon_1)",
                 lambda x: deviations(np.asarray(x).ravel()[order]),
                 "l1",
-                deviation_sensitivity(n, self.neighbour),
-                tight=self.neighbour == Neighbour.ADD_REMOVE.value,
+                deviation_sensitivity(n, self.neighbour) * rows,
+                tight=tight,
             ),
             SensitivityClaim(
                 "bucket strategy answers / ||A||_1 (stage 2, epsilon_2)",
                 bucket_answers,
                 "l1",
                 stage2_factor,
-                tight=self.neighbour == Neighbour.ADD_REMOVE.value,
+                tight=tight,
             ),
         ]
 
@@ -552,7 +556,8 @@ class DAWA(Mechanism):
         # The noise scales come from the declared claims (module docstring).
         deviation_claim, bucket_claim = self.sensitivity_claims(schema)
         costs = noisy_deviations(line, self.epsilon_partition, deviation_claim.declared, source)
-        starts = best_partition(n, costs, 1.0 / self.epsilon_buckets)
+        # A bucket's expected noise grows with the unit's rows (the stage-2 claim): so does its cost.
+        starts = best_partition(n, costs, bucket_claim.declared / self.epsilon_buckets)
         part = Partition(order, starts)
         k = len(starts)
         # Stage 2: the buckets (epsilon_2), a strategy chosen from the partition alone.
@@ -567,7 +572,7 @@ class DAWA(Mechanism):
         norm = op.l1_sensitivity()
         factor = bucket_claim.declared
         changed = 1 if self.neighbour == Neighbour.ADD_REMOVE.value else 2
-        support = int(op.column_support().max()) * changed
+        support = int(op.column_support().max()) * changed * self.privacy_unit.cells
         answers = op.matvec(part.bucket_counts(data.counts).astype(np.float64))
         noisy, draw = snapped_laplace(
             answers,
