@@ -38,7 +38,7 @@ def union_quadratic(
 
     >>> m = np.array([[2.0, 1.0, 0.5], [1.0, 2.0, 1.0], [0.5, 1.0, 2.0]])
     >>> from dpcube.linalg.boxes import interval_quadratic
-    >>> union_quadratic([(0, 0), (2, 2)], lambda iv: interval_quadratic(m, iv))  # [1,0,1] M [1,0,1]
+    >>> float(union_quadratic([(0, 0), (2, 2)], lambda iv: interval_quadratic(m, iv)))  # [1,0,1] M [1,0,1]
     5.0
     """
     runs = sorted(runs)
