@@ -498,6 +498,7 @@ class Mechanism(ABC):
             ready[k] = (twin, prepared)
         source = resolve_random_state(random_state)
         largest, prepared_largest = ready[max(ready)]
+        noise_per_row = inner.noise_per_row(prepared_largest)  # data-independent, before the charge
         metadata = largest.metadata(prepared_largest, source)
         metadata.epsilon = self.epsilon
         # -- the one charge, of the whole epsilon: everything above is checked -----------------
@@ -517,7 +518,7 @@ class Mechanism(ABC):
                 epsilon=choosing,
                 share=share,
                 neighbour=self.neighbour,
-                noise_per_row=inner.noise_per_row(prepared_largest),
+                noise_per_row=noise_per_row,
                 source=source,
             )
             chosen, prepared = ready[choice.max_rows_per_unit]
