@@ -182,7 +182,25 @@ def histogram(
     )
 
 
-class UnitBoundCandidates(Histogram):
+class BoundCandidates:
+    """An input prepared at every candidate bound K of a privacy unit, for a release that
+    chooses K privately (``max_rows_per_unit="auto"``, :mod:`dpcube.privacy.unit_choice`).
+
+    ``at_bound[K]`` is what the mechanism's ``prepare`` takes for the bound K (a histogram
+    counted at K, or a source to count at K, each with the same key choosing the kept rows);
+    ``unit_sizes`` the exact log2 bins of the units' sizes (the curator's only);
+    ``selection_share`` the share of epsilon the choice spends; ``schema`` the input's schema.
+    :meth:`dpcube.mechanisms.base.Mechanism.release` prepares and checks every candidate,
+    charges once, then chooses K and releases the input at K.
+    """
+
+    at_bound: dict[int, Any]
+    unit_sizes: UnitSizeBins
+    selection_share: float
+    schema: Schema
+
+
+class UnitBoundCandidates(Histogram, BoundCandidates):
     """A histogram counted at every candidate bound of a privacy unit, for a release that
     chooses the bound privately (``max_rows_per_unit="auto"``).
 

@@ -28,6 +28,7 @@ from dpcube.privacy.unit_choice import (
     noisy_unit_counts,
     threshold,
 )
+from dpcube.registry import MECHANISMS, resolve
 
 SCHEMA = dpcube.Schema.from_dict(
     {
@@ -237,7 +238,7 @@ def test_dpcube_release_auto_prints_and_records_k_and_its_share(
     assert "rows_dropped_by_bound" not in text and "units_per_log2_bin" not in text
     # refusals, each before the ledger is read
     for extra, why in (
-        (["--mechanism", "datacube"], "counts its input otherwise"),
+        (["--mechanism", "census-hierarchy"], "protect one person"),
         (["--mechanism", "identity", "--max-cells-per-unit", "2"], "chooses K alone"),
     ):
         code, _, err = run(
@@ -314,8 +315,11 @@ def test_spark_bins_the_units_and_counts_the_candidates_as_duckdb(spark: Any) ->
     [
         lambda: dpcube.Privelet(1.0),
         lambda: dpcube.AutoMechanism(1.0, workload="marginals:1"),
+        lambda: resolve(MECHANISMS, "dawa", "mechanism")(1.0),
+        lambda: resolve(MECHANISMS, "ahp", "mechanism")(1.0),
+        lambda: resolve(MECHANISMS, "mwem", "mechanism")(1.0),
     ],
-    ids=["privelet", "auto"],
+    ids=["privelet", "auto", "dawa", "ahp", "mwem"],
 )
 def test_other_histogram_mechanisms_choose_k_too(mechanism: Any, tmp_path: Path) -> None:
     sizes = [int(s) for s in np.random.default_rng(4).integers(20, 120, 300)]
@@ -345,3 +349,153 @@ def test_too_few_units_give_k_1_and_no_share_rather_than_a_false_zero() -> None:
         source=SeededRandomSource(0),
     )
     assert choice.max_rows_per_unit == 1 and choice.rows_dropped_share is None
+
+
+# -- the data cube (cuboids counted in the engine at each candidate K) -------------------------
+
+
+def cube_candidates(frame: Any, **extra: Any) -> Any:
+    from dpcube.mechanisms.datacube import cube_bound_candidates
+
+    return cube_bound_candidates(frame, SCHEMA, "tailnum", name="f", bounding_seed="k", **extra)
+
+
+def test_the_cube_scores_k_with_its_own_per_cuboid_noise() -> None:
+    """method='all' over the 4 cuboids of SCHEMA (8 x 3, 8, 3, 1 cells) measures each with
+    discrete Laplace noise of scale 4 / epsilon at one row per unit (uniform budgets: L1
+    sensitivity 4), per-cell variance 2 (4 / epsilon)**2: a cuboid of c cells has summed noise
+    c sqrt(2) 4 / epsilon, whose mean over the cuboids is (24 + 8 + 3 + 1) / 4 * 4 sqrt(2) /
+    epsilon = 36 sqrt(2) / epsilon (the identity mechanism's is 24 sqrt(2) / epsilon)."""
+    counted = cube_candidates(flights([3, 4, 5])).at_bound[1]
+    cube = dpcube.DataCube(0.9, method="all")
+    assert cube.noise_per_row(counted) == pytest.approx(36 * math.sqrt(2) / 0.9)
+    assert dpcube.Identity(0.9).noise_per_row(counted) == pytest.approx(24 * math.sqrt(2) / 0.9)
+    # base only: C11 measured (scale 1 / epsilon), the others summed from it: a cuboid of c
+    # cells sums 24 / c cells of C11, summed noise c sqrt(24 / c) sqrt(2) / epsilon
+    base = dpcube.DataCube(0.9, method="base")
+    want = sum(math.sqrt(24 * c) for c in (24, 8, 3, 1)) / 4 * math.sqrt(2) / 0.9
+    assert base.noise_per_row(counted) == pytest.approx(want)
+
+
+def test_a_cube_release_chooses_k_charges_once_and_counts_the_cube_at_k(tmp_path: Path) -> None:
+    from dpcube.mechanisms.datacube import CubeBoundCandidates
+
+    sizes = [int(s) for s in np.random.default_rng(2).integers(20, 120, 400)]
+    frame = flights(sizes)
+    cands = cube_candidates(frame)
+    assert isinstance(cands, CubeBoundCandidates) and sorted(cands.at_bound) == list(candidates_k())
+    assert cands.unit_sizes.counts.tolist() == exact_bins(sizes)[0]
+    ledger = BudgetLedger(tmp_path / "ledger.json")
+    ledger.set_total(2.0)
+    cube = dpcube.DataCube(1.0, method="all")
+    release = cube.release(cands, random_state=NO_NOISE, ledger=ledger)
+    assert ledger.spent().epsilon == pytest.approx(1.0) and len(ledger.charges()) == 1
+    unit = release.metadata.privacy_unit
+    assert isinstance(unit, dict)
+    chosen = unit["chosen_privately"]
+    assert chosen["epsilon"] == pytest.approx(0.1) and chosen["share_of_epsilon"] == 0.1
+    assert release.metadata.epsilon == 1.0 and release.metadata.params["epsilon"] == 0.9
+    k = unit["max_rows_per_unit"]
+    # without noise the choice is the rule's on the exact bins, scored with the cube's noise
+    expected = choose_max_rows_per_unit(
+        cands.unit_sizes,
+        epsilon=0.1,
+        share=0.1,
+        neighbour="add_remove",
+        noise_per_row=36 * math.sqrt(2) / 0.9,
+        source=NO_NOISE,
+    )
+    assert k == chosen["chosen_max_rows_per_unit"] == expected.max_rows_per_unit
+    # sizes 20..119: K = 64 leaves about 220 units above it, K = 128 none
+    assert k in (64, 128)
+    # the cube released is the one counted at K: its total is the rows kept, min(n_u, K) each
+    assert float(release.cuboid([]).sum()) == float(np.minimum(sizes, k).sum())
+    assert release.curator_log["contribution_bound"] == k
+
+
+def candidates_k() -> list[int]:
+    return [2**j for j in range(11)]
+
+
+def test_every_cube_candidate_is_checked_before_the_one_charge(tmp_path: Path) -> None:
+    cands = cube_candidates(flights([3, 4, 5]))
+    ledger = BudgetLedger(tmp_path / "ledger.json")
+    ledger.set_total(1.0)
+    # the noise scale at K = 1 (L1 sensitivity 4 for method='all'), 4 / (0.9 epsilon), is below
+    # 2**-8 for this epsilon: refused before the charge, nothing spent
+    with pytest.raises(dpcube.errors.BudgetError, match="too large"):
+        dpcube.DataCube(5.0 / 0.9 * 2**8, method="all").release(cands, ledger=ledger)
+    assert ledger.spent().epsilon == 0.0
+    with pytest.raises(dpcube.errors.DataError, match="--privacy-unit"):
+        from dpcube.mechanisms.datacube import cube_bound_candidates
+
+        cube_bound_candidates(flights([3]), SCHEMA, "")
+    with pytest.raises(dpcube.errors.ParameterError, match="share"):
+        cube_candidates(flights([3]), selection_share=0.0)
+
+
+def test_dpcube_release_datacube_auto_records_k_and_no_exact_figure(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sizes = [int(s) for s in np.random.default_rng(3).integers(5, 200, 300)]
+    data = tmp_path / "flights.csv"
+    flights(sizes).to_csv(data, index=False)
+    schema = tmp_path / "s.json"
+    schema.write_text(json.dumps(SCHEMA.to_dict()))
+    code, out, err = run(
+        capsys,
+        "release",
+        str(data),
+        "--schema",
+        str(schema),
+        "--mechanism",
+        "datacube",
+        "--epsilon",
+        "1",
+        "--out",
+        str(tmp_path / "rel"),
+        "--privacy-unit",
+        "tailnum",
+        "--max-rows-per-unit",
+        "auto",
+        "--total-epsilon",
+        "3",
+        "--no-report",
+    )
+    assert code == 0, err
+    assert "chosen privately with epsilon=0.1 (10% of 1.0)" in out
+    assert "budget left for this data set: epsilon=2" in out
+    manifest = json.loads((tmp_path / "rel" / "manifest.json").read_text())
+    unit = manifest["metadata"]["privacy_unit"]
+    assert unit["column"] == "tailnum" and unit["chosen_privately"]["share_of_epsilon"] == 0.1
+    assert unit["max_rows_per_unit"] == unit["chosen_privately"]["chosen_max_rows_per_unit"]
+    assert 0.0 <= unit["chosen_privately"]["rows_dropped_share_noisy"] <= 1.0
+    text = "".join(p.read_text(errors="ignore") for p in (tmp_path / "rel").iterdir())
+    for exact in ("rows_dropped_by_bound", "units_per_log2_bin", "rows_before_bounding"):
+        assert exact not in text
+
+
+def test_spark_counts_the_cube_candidates_and_releases_as_duckdb(
+    spark: Any, tmp_path: Path
+) -> None:
+    from dpcube.engine.spark_engine import SparkEngine
+
+    sizes = [int(s) for s in np.random.default_rng(5).integers(1, 40, 60)]
+    frame = flights(sizes)
+    sdf = SparkEngine(spark).frame(frame)
+    duck, spk = cube_candidates(frame), cube_candidates(sdf)
+    np.testing.assert_array_equal(duck.unit_sizes.counts, spk.unit_sizes.counts)
+    assert spk.unit_sizes.counts.tolist() == exact_bins(sizes)[0]
+    releases = []
+    for cands in (duck, spk):
+        ledger = BudgetLedger(tmp_path / f"ledger-{len(releases)}.json")
+        ledger.set_total(1.0)
+        releases.append(dpcube.DataCube(1.0).release(cands, random_state=NO_NOISE, ledger=ledger))
+        assert ledger.spent().epsilon == pytest.approx(1.0) and len(ledger.charges()) == 1
+    a, b = releases
+    assert a.metadata.privacy_unit == b.metadata.privacy_unit
+    k = a.metadata.privacy_unit["max_rows_per_unit"]
+    # the same keyed choice of kept rows on both engines: the same cube at K
+    for attrs in ([], ["delay"], ["carrier"], ["delay", "carrier"]):
+        np.testing.assert_array_equal(a.cuboid(attrs), b.cuboid(attrs))
+    assert float(b.cuboid([]).sum()) == float(np.minimum(sizes, k).sum())

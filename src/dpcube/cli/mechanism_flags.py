@@ -290,10 +290,11 @@ def privacy_unit_of(args: argparse.Namespace, name: str, cls: type[Mechanism]) -
             )
         if cls.unit_refusal:
             raise UsageError(f"--privacy-unit: --mechanism {name}: {cls.unit_refusal}")
-        if INPUTS.get(name) not in ("histogram", "points"):
+        if INPUTS.get(name) not in ("histogram", "points", "cube"):
             raise UsageError(
                 f"--max-rows-per-unit auto: --mechanism {name} counts its input otherwise than "
-                "as one histogram, which the private choice of K needs; give a whole-number K"
+                "as a histogram or a data cube, which the private choice of K needs; give a "
+                "whole-number K"
             )
         PrivacyUnit.parse(column, 1)  # the column, checked
         return PrivacyUnit()  # the mechanism is built for the row; the release binds K
@@ -453,9 +454,25 @@ def _histogram(
 def _cube(args: argparse.Namespace, name: str, schema: Schema | None, dataset_identity: str) -> Any:
     if schema is None:
         raise SchemaError(f"--mechanism {name} needs --schema")
-    from dpcube.mechanisms.datacube.mechanism import CubeSource
+    from dpcube.mechanisms.datacube.mechanism import CubeSource, cube_bound_candidates
     from dpcube.registry import MECHANISMS, resolve
 
+    unit = privacy_unit_of(args, name, resolve(MECHANISMS, name, "mechanism"))
+    if chooses_bound(args):
+        from dpcube.privacy.unit_choice import DEFAULT_SELECTION_SHARE
+
+        share = args.unit_selection_share
+        return cube_bound_candidates(
+            args.data,
+            schema,
+            args.privacy_unit,
+            on_out_of_domain=args.on_out_of_domain,
+            name=dataset_identity,
+            show_values=args.show_values,
+            engine=args.engine,
+            bounding_seed=args.seed,
+            selection_share=DEFAULT_SELECTION_SHARE if share is None else share,
+        )
     return CubeSource(
         args.data,
         schema,
@@ -463,7 +480,7 @@ def _cube(args: argparse.Namespace, name: str, schema: Schema | None, dataset_id
         name=dataset_identity,
         show_values=args.show_values,
         engine=args.engine,
-        privacy_unit=privacy_unit_of(args, name, resolve(MECHANISMS, name, "mechanism")),
+        privacy_unit=unit,
         bounding_seed=args.seed,
     )
 

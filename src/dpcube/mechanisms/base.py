@@ -51,7 +51,7 @@ from dpcube.errors import (
     ResourceError,
     SpentBudgetError,
 )
-from dpcube.histogram import Histogram, UnitBoundCandidates
+from dpcube.histogram import BoundCandidates, Histogram
 from dpcube.mechanisms.params import ParamSpec, specs_by_name
 from dpcube.privacy.accounting import charge_release
 from dpcube.privacy.ledger import BudgetLedger, RequestedTotal, validate_privacy
@@ -413,7 +413,7 @@ class Mechanism(ABC):
         to a ``ledger`` passed explicitly. ``requested_total`` becomes the ledger's total if it
         has none, and must equal the recorded total otherwise, in the transaction of the charge.
         """
-        if isinstance(data, UnitBoundCandidates):
+        if isinstance(data, BoundCandidates):
             return self._release_choosing_bound(
                 data, random_state, ledger=ledger, account=account, requested_total=requested_total
             )
@@ -461,19 +461,19 @@ class Mechanism(ABC):
 
     def _release_choosing_bound(
         self,
-        data: UnitBoundCandidates,
+        data: BoundCandidates,
         random_state: Any,
         *,
         ledger: BudgetLedger | None,
         account: bool,
         requested_total: RequestedTotal | None,
     ) -> Release:
-        """:meth:`release` of a histogram whose bound K is chosen privately
+        """:meth:`release` of an input whose bound K is chosen privately
         (:mod:`dpcube.privacy.unit_choice`), in the template's order: every candidate K is
         prepared and validated (noise scale, parameters, memory) with the mechanism at its share
         ``(1 - s) epsilon``; the ledger is charged once, ``epsilon`` in all (the choice's
-        ``s epsilon`` and the mechanism's); then the choice's noise is drawn, K chosen, and the
-        histogram counted at K released. Sequential composition (Dwork and Roth, 2014, Theorem
+        ``s epsilon`` and the mechanism's); then the choice's noise is drawn, K chosen (scored
+        with :meth:`noise_per_row`), and the input counted at K released. Sequential composition (Dwork and Roth, 2014, Theorem
         3.16): the choice and the release together are epsilon-DP for one unit; the mechanism's
         delta, if any, is its own."""
         if not self.privacy_unit.is_row:
@@ -498,6 +498,7 @@ class Mechanism(ABC):
             ready[k] = (twin, prepared)
         source = resolve_random_state(random_state)
         largest, prepared_largest = ready[max(ready)]
+        noise_per_row = inner.noise_per_row(prepared_largest)  # data-independent, before the charge
         metadata = largest.metadata(prepared_largest, source)
         metadata.epsilon = self.epsilon
         # -- the one charge, of the whole epsilon: everything above is checked -----------------
@@ -512,13 +513,12 @@ class Mechanism(ABC):
             requested_total=requested_total,
         )
         try:
-            cells = float(np.prod(data.schema.shape, dtype=np.float64))
             choice = choose_max_rows_per_unit(
                 data.unit_sizes,
                 epsilon=choosing,
                 share=share,
                 neighbour=self.neighbour,
-                noise_per_row=cells * math.sqrt(2.0) / inner.epsilon,
+                noise_per_row=noise_per_row,
                 source=source,
             )
             chosen, prepared = ready[choice.max_rows_per_unit]
@@ -549,6 +549,15 @@ class Mechanism(ABC):
         log.update(release.curator_log)
         release.curator_log = log
         return release
+
+    def noise_per_row(self, data: Any) -> float:
+        """The noise a release of the prepared ``data`` adds, summed over its cells, per row of
+        the bound K (standard deviations at K = 1): what one more row per unit costs in the
+        choice of K (:mod:`dpcube.privacy.unit_choice`, step 4). By default the identity
+        mechanism's, ``d sqrt(2) / epsilon`` for the schema's d cells (a Laplace count of scale
+        ``K / epsilon`` in each); override where the release's noise is another."""
+        cells = float(np.prod(data.schema.shape, dtype=np.float64))
+        return cells * math.sqrt(2.0) / self.epsilon
 
     def validate(self, data: Any) -> None:
         """Every check of the prepared input that does not depend on the noise (a hook).

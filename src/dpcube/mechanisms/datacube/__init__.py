@@ -6,7 +6,19 @@ See ``docs/datacube.md``; the modules follow the paper:
 (Sec. 5), :mod:`.counting`, :mod:`.mechanism` (Secs. 3, 6) and :mod:`.release`.
 """
 
-from dpcube.mechanisms.datacube.mechanism import CubeSource, DataCube
+from dpcube.mechanisms.datacube.mechanism import (
+    CubeBoundCandidates,
+    CubeSource,
+    DataCube,
+    cube_bound_candidates,
+)
 from dpcube.mechanisms.datacube.release import CuboidRelease, DerivedCuboid
 
-__all__ = ["CubeSource", "CuboidRelease", "DataCube", "DerivedCuboid"]
+__all__ = [
+    "CubeBoundCandidates",
+    "CubeSource",
+    "CuboidRelease",
+    "DataCube",
+    "DerivedCuboid",
+    "cube_bound_candidates",
+]

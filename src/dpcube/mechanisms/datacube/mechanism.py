@@ -25,6 +25,8 @@ Consistency: ``None``, ``"l2"`` (exact weighted least squares; BLUE), ``"l1"`` /
 from __future__ import annotations
 
 import json
+import math
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -33,8 +35,9 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
+from dpcube.engine import get_engine
 from dpcube.errors import DataError
-from dpcube.histogram import Histogram, contribution_bound
+from dpcube.histogram import BoundCandidates, Histogram, contribution_bound
 from dpcube.mechanisms.base import Mechanism, SensitivityClaim
 from dpcube.mechanisms.datacube.consistency import l2_consistent, l2_variance, lp_consistent
 from dpcube.mechanisms.datacube.counting import counts_from_histogram, counts_from_source
@@ -56,6 +59,13 @@ from dpcube.privacy.neighbours import Neighbour
 from dpcube.privacy.random import RandomSource
 from dpcube.privacy.samplers import add_discrete_laplace
 from dpcube.privacy.unit import PrivacyUnit
+from dpcube.privacy.unit_choice import (
+    DEFAULT_SELECTION_SHARE,
+    LARGEST_CANDIDATE_BITS,
+    UnitSizeBins,
+    candidates,
+    check_share,
+)
 from dpcube.release.base import ReleaseMetadata
 from dpcube.schema import Schema
 
@@ -108,6 +118,69 @@ class CubeSource:
         from dpcube.histogram import data_set_identity
 
         return data_set_identity(self.source, self.name)
+
+
+@dataclass(frozen=True)
+class CubeBoundCandidates(BoundCandidates):
+    """A data source to count at every candidate bound K of a privacy unit, for a data cube whose
+    K is chosen privately (``max_rows_per_unit="auto"``, :mod:`dpcube.privacy.unit_choice`):
+    ``at_bound[K]`` is the source bounded to K rows per unit (every K with the same key, so the
+    kept rows are nested), counted by :meth:`DataCube.prepare` for each K before the charge.
+    Build it with :func:`cube_bound_candidates`."""
+
+    at_bound: dict[int, CubeSource]
+    unit_sizes: UnitSizeBins
+    selection_share: float
+    schema: Schema
+
+    @property
+    def dataset(self) -> str | None:
+        """The data set identity that selects the budget ledger (never released)."""
+        return self.at_bound[max(self.at_bound)].dataset
+
+
+def cube_bound_candidates(
+    source: Any,
+    schema: Schema,
+    privacy_unit: str,
+    *,
+    on_out_of_domain: str = "error",
+    name: str | None = None,
+    show_values: bool = False,
+    engine: Any = None,
+    bounding_seed: int | float | str | None = None,
+    selection_share: float = DEFAULT_SELECTION_SHARE,
+) -> CubeBoundCandidates:
+    """``source`` ready to be counted as a data cube at every candidate bound ``1, 2, 4, ...,
+    1024`` rows per unit of the column ``privacy_unit``, with the units' sizes binned by
+    ``log2`` in the engine (exact, the curator's only): :meth:`DataCube.release` of the result
+    chooses K privately with ``selection_share`` of its epsilon and releases the cube at K.
+    ``bounding_seed`` makes the choice of the kept rows reproducible (tests; by default a fresh
+    random 128-bit key, one for every candidate)."""
+    share = check_share(selection_share)
+    if not privacy_unit:
+        raise DataError(
+            "--max-rows-per-unit auto chooses the rows kept per unit: name the unit's column "
+            "with --privacy-unit COLUMN (privacy_unit='COLUMN')"
+        )
+    PrivacyUnit.parse(privacy_unit, 1)  # the column name, checked
+    key = secrets.token_hex(16) if bounding_seed is None else str(bounding_seed)
+    bits = LARGEST_CANDIDATE_BITS
+    counts, rows = get_engine(engine, source).unit_sizes(source, privacy_unit, bits)
+    at_bound = {
+        k: CubeSource(
+            source,
+            schema,
+            on_out_of_domain=on_out_of_domain,
+            name=name,
+            show_values=show_values,
+            engine=engine,
+            privacy_unit=PrivacyUnit(privacy_unit, k),
+            bounding_seed=key,
+        )
+        for k in candidates(bits)
+    }
+    return CubeBoundCandidates(at_bound, UnitSizeBins(counts, rows), share, schema)
 
 
 @dataclass(frozen=True)
@@ -385,6 +458,29 @@ class DataCube(Mechanism):
         cuboids = set(plan.selection.sources) | set(plan.published)
         return sum(float(np.prod(shape(lattice, c), dtype=np.float64)) for c in cuboids)
 
+    def noise_per_row(self, data: Any) -> float:
+        """The noise per row of the bound K for the choice of K (:mod:`dpcube.privacy.unit_choice`,
+        step 4), from the cube's own per-cuboid noise: a dropped row lowers one cell of every
+        published cuboid, so each cuboid's bias adds up to the rows dropped, against its noise
+        summed over its cells, ``cells(C) sqrt(v(C))`` with ``v(C)`` the per-cell variance of
+        the K_part estimate of C at K = 1 (eq. 2 of Ding et al., :func:`best_sources`, from
+        measured cuboids of per-cell variance ``2 b^2``, b the discrete Laplace scale of
+        :func:`measure` at one row per unit; L2 consistency only lowers it). The figure is the
+        mean over the published cuboids (the total error over them is their number times the
+        bias plus K times their summed noise, minimised by the same K). A sum measure's noise is
+        taken in rows (divided by its Delta, a dropped row's largest bias)."""
+        plan = self.plan(data.schema)
+        sel = plan.selection
+        lattice = plan.geometry.lattice
+        per_row = int(Neighbour.parse(self.neighbour) is Neighbour.REPLACE) + 1
+        variances = {
+            m: Fraction(2.0 * cell_scale(per_row, sel, share, self.epsilon, self.budget) ** 2)
+            for m, share in zip(sel.sources, sel.shares, strict=True)
+        }
+        best = best_sources(lattice, variances, plan.published)
+        noise = [lattice.cells(m) * math.sqrt(float(best[m][0])) for m in plan.published]
+        return sum(noise) / len(noise)
+
     def noise_support(self, data: Any) -> float:
         """One neighbour changes one cell of each measured cuboid (a unit: at most its cells;
         integer noise, no snapping)."""
@@ -559,14 +655,23 @@ def measure(
     variances: dict[int, float] = {}
     scales: dict[int, float] = {}
     for mask, share in zip(selection.sources, selection.shares, strict=True):
-        if budget == "uniform":
-            scale = unit * len(selection.sources) / epsilon
-        else:
-            scale = unit / (epsilon * float(share))
+        scale = cell_scale(unit, selection, share, epsilon, budget)
         noisy[mask], draw = add_discrete_laplace(true[mask], scale, source)
         variances[mask] = float(draw.variance)
         scales[mask] = float(draw.scale)
     return noisy, variances, scales
+
+
+def cell_scale(
+    unit: int, selection: Selection, share: Fraction, epsilon: float, budget: str
+) -> float:
+    """The discrete Laplace scale on every cell of a measured cuboid of budget ``share``
+    (:func:`measure`):
+    ``unit * s / epsilon`` for uniform budgets over s cuboids, ``unit / (share * epsilon)``
+    otherwise."""
+    if budget == "uniform":
+        return unit * len(selection.sources) / epsilon
+    return unit / (epsilon * float(share))
 
 
 @dataclass(frozen=True)
