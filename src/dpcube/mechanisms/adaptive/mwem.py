@@ -61,6 +61,8 @@ IntArray = NDArray[np.int64]
 
 #: Sensitivity of one counting query over a box (add_remove and replace alike).
 QUERY_SENSITIVITY = 1.0
+#: The most cell updates (passes x cells, cells counted as at least 1,000) a release may do.
+MAX_UPDATE_WORK = 5e8
 
 
 def multiplicative_weights(
@@ -139,9 +141,10 @@ class MWEM(Mechanism):
             "total",
             "int",
             "the number of records, taken as public (not charged); null: measured with "
-            "total_share of epsilon",
+            "total_share of epsilon (at most 2**44: the exponential mechanism's exact grid holds "
+            "scores up to 2**46 sensitivities)",
             low=1,
-            high=2**53,
+            high=2**44,
             optional=True,
         ),
         ParamSpec(
@@ -323,6 +326,17 @@ class MWEM(Mechanism):
 
     def validate(self, data: Histogram) -> None:
         self.boxes(data.schema)  # the workload fits the schema (refused before the charge)
+        # Round t cycles update_rounds times over t measurements, each pass O(cells): the
+        # release does update_rounds * T (T + 1) / 2 passes. Refused above MAX_UPDATE_WORK cell
+        # updates (seconds of work), before the charge, rather than running away after it.
+        passes = self.update_rounds * self.rounds * (self.rounds + 1) // 2
+        work = passes * max(math.prod(data.schema.shape), 1000)
+        if work > MAX_UPDATE_WORK:
+            raise QueryError(
+                f"mwem: rounds={self.rounds} and update_rounds={self.update_rounds} make "
+                f"{passes:,} update passes over {math.prod(data.schema.shape):,} cells, more than "
+                f"{MAX_UPDATE_WORK:.0e} cell updates; lower rounds or update_rounds"
+            )
         if self.total is None:
             check_share_scale(
                 self.name, f"total_share={self.total_share:g}", self.unit_rows, self.epsilon_total
