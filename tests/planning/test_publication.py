@@ -489,3 +489,122 @@ def test_an_integer_table_is_whole_and_non_negative(tmp_path: Path) -> None:
     assert (counts >= 0).all() and (counts == np.round(counts)).all()
     assert cells.metadata.report["publication"]["table"] == "cells"
     assert len(ledger.charges()) == 1
+
+
+# -- one report ----------------------------------------------------------------------------------
+
+
+def _guarantee_section(html: str) -> str:
+    start = html.index('<section id="guarantee">')
+    return html[start : html.index("</section>", start)]
+
+
+def test_cli_writes_one_publication_report_with_the_release(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dpcube.planning import publication as publication_module
+
+    monkeypatch.setenv("DPCUBE_HOME", str(tmp_path / "home"))
+    _publication(tmp_path)
+    plan = tmp_path / "pub.yaml"
+    plan.write_text(
+        "tables:\n"
+        "  - {name: cube, mechanism: datacube, schema: schema.yaml, params: {publish: k=1}}\n"
+        "  - {name: cells, mechanism: identity, schema: schema.yaml, weight: 3}\n"
+    )
+    out = tmp_path / "bulletin"
+    seen_before_rename: list[bool] = []
+    real_replace = publication_module.os.replace
+
+    def replace(src: object, dst: object) -> None:  # the reports are in place before the rename
+        if Path(str(src)).is_dir() and Path(str(src)).name.startswith(".dpcube-tmp-publication"):
+            seen_before_rename.append((Path(str(src)) / "publication.html").is_file())
+        real_replace(src, dst)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(publication_module.os, "replace", replace)
+    argv = ["release", str(PERSONS), "--plan", str(plan), "--epsilon", "0.5", "--dataset", "p"]
+    assert main([*argv, "--total-epsilon", "2", "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert seen_before_rename == [True]
+    html = (out / "publication.html").read_text()
+    manifest = json.loads((out / "publication.json").read_text())
+    for t in manifest["tables"]:
+        assert f'<td class="label">{t["name"]}</td>' in html
+        assert f"{t['epsilon']:.4g}" in html and f"{t['epsilon'] / 0.5:.1%}" in html
+        assert f'href="{t["name"]}/report.html"' in html
+        assert (out / t["name"] / "report.html").is_file()
+    guarantee = _guarantee_section(html)
+    assert "charged once" in guarantee and "{" not in guarantee
+    assert "NOT FOR PUBLICATION" not in html
+    load_publication(out)  # the reports do not break the publication's hashes
+
+
+def test_no_report_is_left_when_the_release_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dpcube.report.publication import write_publication_report
+
+    written: list[Path] = []
+
+    def writer(staging: Path, manifest: dict[str, object]) -> None:
+        written.append(write_publication_report(staging, manifest))
+
+    real_save = Release.save
+    saves: list[int] = []
+
+    def save(self: Release, directory: str | os.PathLike[str], **kw: object) -> Path:
+        saves.append(1)
+        if len(saves) == 3:
+            raise OSError(28, "No space left on device")
+        return real_save(self, directory, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Release, "save", save)
+    out = tmp_path / "pub"
+    with pytest.raises(OSError):
+        release_publication(
+            _publication(tmp_path),
+            str(PERSONS),
+            1.0,
+            out,
+            ledger=_ledger(tmp_path),
+            dataset="persons",
+            report_writer=writer,
+        )
+    assert written == [] and not out.exists()
+    assert list(tmp_path.rglob("*.html")) == []
+
+    def failing_writer(staging: Path, manifest: dict[str, object]) -> None:
+        writer(staging, manifest)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Release, "save", real_save)
+    with pytest.raises(OSError):
+        release_publication(
+            _publication(tmp_path),
+            str(PERSONS),
+            1.0,
+            out,
+            ledger=_ledger(tmp_path),
+            dataset="persons",
+            report_writer=failing_writer,
+        )
+    assert len(written) == 1 and not written[0].exists() and not out.exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".dpcube-tmp-")] == []
+
+
+def test_a_seeded_publication_report_says_not_for_publication(tmp_path: Path) -> None:
+    from dpcube.report.publication import write_publication_report
+
+    done = release_publication(
+        _publication(tmp_path),
+        str(PERSONS),
+        1.0,
+        tmp_path / "pub",
+        ledger=None,
+        dataset="persons",
+        random_state=3,
+        report_writer=lambda staging, manifest: None,
+    )
+    page = write_publication_report(tmp_path / "pub", done.manifest, linked=set()).read_text()
+    assert "NOT FOR PUBLICATION" in page
+    assert 'href="cube/report.html"' not in page and 'href="cube/report.md"' in page

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -322,6 +322,7 @@ def cmd_publication(args: argparse.Namespace) -> int:
                 dataset=identity,
                 requested_total=requested,
                 random_state=args.seed,
+                report_writer=None if args.no_report else _publication_reports(args.out, args.seed),
             )
     except (Exception, KeyboardInterrupt) as exc:
         charge = ledger.last_charge
@@ -331,9 +332,6 @@ def cmd_publication(args: argparse.Namespace) -> int:
         if args.debug:
             raise
         return 130 if isinstance(exc, KeyboardInterrupt) else 2
-    if not args.no_report:
-        for name in published.releases:
-            _write_report(published.directory / name, args.seed)
     if args.json:
         print(json.dumps(published.manifest))
         return 0
@@ -438,7 +436,31 @@ def _charged_not_written(args: argparse.Namespace, charge: Charge, exc: BaseExce
     )
 
 
-def _write_report(out: Path, seed: int | None) -> Path | None:
+def _publication_reports(out: str, seed: int | None) -> Callable[[Path, dict[str, Any]], None]:
+    """The writer :func:`~dpcube.planning.publication.release_publication` calls in its staging
+    directory before the rename: each table's ``report.html``, then ``publication.html`` linking
+    them. A report that fails is a warning, never a lost publication."""
+
+    def write(staging: Path, manifest: dict[str, Any]) -> None:
+        from dpcube.report.publication import write_publication_report
+
+        linked = {
+            t["name"]
+            for t in manifest["tables"]
+            if _write_report(staging / t["name"], seed, Path(out) / t["name"]) is not None
+        }
+        try:
+            write_publication_report(staging, manifest, linked=linked)
+        except (DPCubeError, OSError) as exc:
+            print(
+                f"warning: the publication is saved, but its HTML page was not written ({exc})",
+                file=sys.stderr,
+            )
+
+    return write
+
+
+def _write_report(out: Path, seed: int | None, shown: Path | None = None) -> Path | None:
     """The HTML report of the release just saved in ``out`` (``dpcube report``), from the saved
     release alone, with the replicates saved with it if any, else the fewest bootstrap replicates
     (``RELEASE_REPORT_RUNS``), and no bootstrap at all when those would take more than
@@ -458,7 +480,7 @@ def _write_report(out: Path, seed: int | None) -> Path | None:
     except (DPCubeError, OSError) as exc:
         print(
             f"warning: the release is saved, but its HTML report was not written ({exc}); "
-            f"retry with `dpcube report {out}`",
+            f"retry with `dpcube report {shown or out}`",
             file=sys.stderr,
         )
         return None

@@ -48,6 +48,9 @@ the publication ``Σ eps_i``-DP, and the shares are rounded so that ``Σ eps_i <
 staging directory beside ``DIR`` that is renamed to ``DIR`` at the end (atomic on one file
 system); ``DIR/publication.json`` lists the tables with their shares and the SHA-256 of each
 table's manifest, and its own ``integrity`` hash; ``DIR/publication.md`` states the guarantee.
+The front ends add the HTML reports (``DIR/publication.html`` and each table's ``report.html``)
+inside the staging directory, so they appear with the rest; the hashes leave them out (they are
+post-processing of the releases the hashes cover).
 """
 
 from __future__ import annotations
@@ -57,7 +60,7 @@ import json
 import math
 import os
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -483,6 +486,7 @@ def release_publication(
     dataset: str,
     requested_total: RequestedTotal | None = None,
     random_state: int | None = None,
+    report_writer: Callable[[Path, dict[str, Any]], None] | None = None,
 ) -> PublishedTables:
     """Count, check every table, charge ``epsilon`` once, draw, save atomically into ``out``.
 
@@ -490,6 +494,11 @@ def release_publication(
     every table is marked not for publication). ``out`` must not exist or be an empty directory.
     Nothing is charged when any table's check fails; nothing is written to ``out`` unless every
     table was drawn and saved.
+    ``report_writer``: called with the staging directory and the manifest once every table and
+    the manifest are saved, before the rename, to write the HTML reports (the front ends pass
+    one; the report library sits above this layer): the reports appear with the publication.
+    They are left out of ``publication.json``'s hashes on purpose: they are post-processing of
+    the releases, which the hashes do cover, and ``dpcube report`` may rewrite them.
     """
     if ledger is None and random_state is None:
         raise BudgetError("a publication not seeded is charged to its data set's ledger: pass one")
@@ -576,6 +585,8 @@ def release_publication(
         manifest["integrity"] = _integrity(manifest)
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
         (staging / REPORT).write_text(publication_report(manifest), encoding="utf-8")
+        if report_writer is not None:
+            report_writer(staging, manifest)
         if target.exists():
             target.rmdir()  # empty, checked above
         os.replace(staging, target)
