@@ -536,6 +536,7 @@ def test_cli_writes_one_publication_report_with_the_release(
     guarantee = _guarantee_section(html)
     assert "charged once" in guarantee and "{" not in guarantee
     assert "NOT FOR PUBLICATION" not in html
+    assert "dpcube: plotly.js" not in html  # no figures on this page, so no Plotly inlined
     load_publication(out)  # the reports do not break the publication's hashes
 
 

@@ -258,8 +258,16 @@ PLOTLY_START = "<!-- dpcube: plotly.js (from the plotly wheel) -->"
 PLOTLY_END = "<!-- dpcube: end of plotly.js -->"
 
 
-def page(title: str, release_id: str, head_meta: Mapping[str, str], body: str) -> str:
-    """The whole document. ``head_meta``: further ``<meta name=... content=...>`` pairs."""
+def page(
+    title: str,
+    release_id: str,
+    head_meta: Mapping[str, str],
+    body: str,
+    *,
+    with_plotly: bool = True,
+) -> str:
+    """The whole document. ``head_meta``: further ``<meta name=... content=...>`` pairs;
+    ``with_plotly``: inline Plotly's JavaScript (a page without figures leaves it out)."""
     from dpcube.release.base import REPORT_HTML_MARKER
 
     metas = "".join(f'<meta name="{esc(k)}" content="{esc(v)}">\n' for k, v in head_meta.items())
@@ -270,8 +278,8 @@ def page(title: str, release_id: str, head_meta: Mapping[str, str], body: str) -
         f"{metas}"
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         f"<title>{esc(title)}</title>\n<style>{STYLE}</style>\n"
-        f"{PLOTLY_START}\n<script>{plotly_js()}</script>\n{PLOTLY_END}\n"
-        f"</head>\n<body>\n{body}<script>{PRINT_SCRIPT}</script>\n</body>\n</html>\n"
+        + (f"{PLOTLY_START}\n<script>{plotly_js()}</script>\n{PLOTLY_END}\n" if with_plotly else "")
+        + f"</head>\n<body>\n{body}<script>{PRINT_SCRIPT}</script>\n</body>\n</html>\n"
     )
 
 

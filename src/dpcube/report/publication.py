@@ -101,6 +101,7 @@ def build_publication_report(manifest: Mapping[str, Any], *, linked: set[str] | 
         str(manifest["publication_id"]),
         meta,
         body,
+        with_plotly=False,  # no figures on this page: each table's report draws its own
     )
 
 
