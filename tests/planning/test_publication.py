@@ -538,6 +538,11 @@ def test_cli_writes_one_publication_report_with_the_release(
     assert "NOT FOR PUBLICATION" not in html
     assert "dpcube: plotly.js" not in html  # no figures on this page, so no Plotly inlined
     load_publication(out)  # the reports do not break the publication's hashes
+    from dpcube.release.base import is_dpcube_report
+
+    # dpcube's marks moved with the files: `dpcube report` may rewrite the reports where they are
+    assert is_dpcube_report(out / "publication.html")
+    assert all(is_dpcube_report(out / t["name"] / "report.html") for t in manifest["tables"])
 
 
 def test_no_report_is_left_when_the_release_fails(

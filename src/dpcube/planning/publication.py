@@ -70,7 +70,7 @@ from dpcube.errors import BudgetError, DataError, DPCubeError, SchemaError
 from dpcube.files import TEMP_PREFIX
 from dpcube.privacy.ledger import BudgetLedger, RequestedTotal, validate_privacy
 from dpcube.release.base import Release, check_output_directory, load_release
-from dpcube.release.marks import file_key
+from dpcube.release.marks import file_key, forget_written, remember_written, written_sha256
 from dpcube.schema import Schema, Spatial
 
 #: The file naming the tables of a publication directory.
@@ -587,13 +587,30 @@ def release_publication(
         (staging / REPORT).write_text(publication_report(manifest), encoding="utf-8")
         if report_writer is not None:
             report_writer(staging, manifest)
+        # dpcube's marks name a file's place: the files it wrote move to ``target`` (a report
+        # there stays one ``dpcube report`` may rewrite)
+        marked = _marked_files(staging)
+        for relative, digest in marked:
+            remember_written(target / relative, digest)
         if target.exists():
             target.rmdir()  # empty, checked above
         os.replace(staging, target)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    for relative, digest in marked:
+        forget_written(staging / relative, digest)
     return PublishedTables(target, manifest, releases, charged)
+
+
+def _marked_files(directory: Path) -> list[tuple[Path, str]]:
+    """The files under ``directory`` that dpcube wrote there (its marks), with their SHA-256."""
+    found = []
+    for path in sorted(directory.rglob("*")):
+        digest = written_sha256(path) if path.is_file() else None
+        if digest is not None:
+            found.append((path.relative_to(directory), digest))
+    return found
 
 
 def publication_report(manifest: Mapping[str, Any]) -> str:
