@@ -448,7 +448,8 @@ MODEL_NOTE = "model-based: valid only as far as the bootstrap world resembles th
 #: What a flagged answer says (:attr:`Uncertainty.untrusted`).
 UNTRUSTED_NOTE = (
     "NOT TRUSTED: a model-based interval, not valid by construction; it holds only as far as "
-    "the data resembles the bootstrap's model (experiments/docs/coverage.md)"
+    "the data resembles the bootstrap's model (the user guide's 'Schema, data, privacy and "
+    "releases' page says which intervals are trusted)"
 )
 
 
