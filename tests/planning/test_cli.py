@@ -63,3 +63,29 @@ def test_bad_requests_are_one_line(
 ) -> None:
     code, _, err = run(capsys, *argv)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_every_mechanism_asked_for_has_a_row(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--mechanisms identity,dawa`` lists dawa (a data-dependent mechanism, with its DPBench
+    figure) instead of dropping it; one that cannot answer has a not-applicable row and a reason."""
+    asked = "identity,dawa,ahp,mwem,privtree,census-hierarchy,auto"
+    code, out, _ = run(capsys, "--workload", "allrange:48", "--epsilon", "1", "--mechanisms", asked)
+    assert code == 0
+    rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ")}
+    assert set(rows) == {"identity(laplace)", *asked.split(",")[1:]}
+    for name in ("dawa", "ahp", "mwem"):
+        assert "benchmark" in rows[name] and "auto --adaptive" in rows[name]
+    assert "not-applicable" in rows["privtree"] and "spatial attribute" in rows["privtree"]
+    assert "group-sizes" in rows["census-hierarchy"]
+    assert "not-applicable" in rows["auto"]
+    assert "recommended: identity(laplace)" in out
+    code, out, _ = run(
+        capsys,
+        "--workload",
+        "group-sizes",
+        "--epsilon",
+        "1",
+        "--mechanisms",
+        "census-hierarchy,dawa",
+    )
+    assert code == 0 and "group-size tables are answered by census-hierarchy only" in out

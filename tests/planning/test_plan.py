@@ -172,6 +172,8 @@ def test_benchmark_candidates_are_listed_and_never_recommended_as_exact() -> Non
     bench = [c for c in p.candidates if c.basis == "benchmark"]
     assert {c.mechanism for c in bench} >= {"htf", "privtree", "quadtree", "kdtree", "ug", "ag"}
     for c in bench:
+        if c.mechanism in ("dawa", "ahp", "mwem"):  # the DPBench figures, below
+            continue
         assert math.isnan(c.expected_error) and c.benchmark is not None
         assert "experiments/docs/location.md" in c.benchmark["source"]
         assert c.benchmark["command"].startswith("python -m experiments.spatial")

@@ -248,6 +248,22 @@ def test_fit_tree_splits_where_the_best_mechanism_changes() -> None:
     assert rule.rank(1, dict.fromkeys(["log_signal"], 0.9) | _rest())[0] == "b"
 
 
+def test_fit_tree_finds_a_region_no_single_split_separates() -> None:
+    # "a" is best where both inputs are low or both high, "b" elsewhere (an interaction, as
+    # "dense and large" in 2-D): no single split lowers the regret (each side stays half "a",
+    # half "b"), so a greedy tree stops at the root; one split of look-ahead finds the four cells
+    rng = np.random.default_rng(1)
+    x = rng.uniform(0, 1, size=(400, 6))
+    same = (x[:, 0] < 0.5) == (x[:, 3] < 0.5)
+    regret = np.where(same[:, None], [[0.0, 1.0]], [[1.0, 0.0]])
+    tree = fit_tree(x, regret, ["a", "b"], max_depth=2, min_rows=10)
+    assert "feature" in tree and {tree["feature"], tree["low"]["feature"]} == {"log_signal", "skew"}
+    rule = SelectionRule("t", 1, {"1": tree})
+    inputs = dict(_rest(), log_epsilon=0.0)
+    for a, b, best in [(0.1, 0.1, "a"), (0.9, 0.9, "a"), (0.1, 0.9, "b"), (0.9, 0.1, "b")]:
+        assert rule.rank(1, inputs | {"log_signal": a, "skew": b})[0] == best
+
+
 def _rest() -> dict[str, float]:
     return {"log_cell_signal": 0.0, "density": 0.0, "skew": 0.0, "log_domain": 0.0}
 

@@ -17,7 +17,7 @@ import numpy as np
 from dpcube.errors import DPCubeError, QueryError
 from dpcube.linalg.boxes import BoxGram
 from dpcube.linalg.operators import Kronecker
-from dpcube.planning.benchmarks import benchmark_candidates
+from dpcube.planning.benchmarks import adaptive_candidates, benchmark_candidates
 from dpcube.planning.candidate import Candidate
 from dpcube.planning.errors import (
     MAX_DENSE_TRACE_CELLS,
@@ -580,8 +580,45 @@ def all_candidates(
     out.extend(privelet_candidates(schema, w, epsilon, neighbour, wanted, unit))
     spatial = any(isinstance(a, Spatial) for a in schema.attributes)
     out.extend(benchmark_candidates(epsilon, delta, neighbour, wanted, spatial=spatial, unit=unit))
+    out.extend(adaptive_candidates(epsilon, delta, neighbour, wanted, len(w.dims), unit))
     if report is not None and matrix_report:
         report["matrix"] = matrix_report
+    return out
+
+
+#: Why a registered mechanism has no row in a plan, when it was asked for.
+SPATIAL_ONLY = ("htf", "ug", "ag", "quadtree", "kdtree", "privtree", "uniform", "singular")
+
+
+def unlisted_candidates(
+    found: Sequence[Candidate],
+    wanted: Sequence[str] | None,
+    *,
+    group_sizes: bool,
+    axes: int,
+    **common: Any,
+) -> list[Candidate]:
+    """A not-applicable row, with the reason, for every mechanism in ``wanted`` that no planner
+    path listed: a mechanism asked for is never dropped in silence."""
+    listed = {c.mechanism for c in found}
+    out = []
+    for name in dict.fromkeys(wanted or ()):
+        if name in listed:
+            continue
+        if name == "auto":
+            note = "auto is the planner's own choice among these rows, not a mechanism to weigh"
+        elif group_sizes:
+            note = "group-size tables are answered by census-hierarchy only"
+        elif name == "census-hierarchy":
+            note = "answers census group-size tables only: plan it with --workload group-sizes"
+        elif name in SPATIAL_ONLY:
+            note = "needs a spatial attribute (a point column with a bounding box) in the schema"
+        else:
+            note = (
+                f"data-dependent, and no benchmark figure was measured for {axes} axes: its "
+                "error depends on the data"
+            )
+        out.append(_not_applicable(name, note, **common))
     return out
 
 
@@ -603,4 +640,5 @@ __all__ = [
     "marginal_order",
     "matrix_candidates",
     "privelet_candidates",
+    "unlisted_candidates",
 ]

@@ -180,12 +180,31 @@ def plan_mechanisms(
 
             raise QueryError(f"group-size tables: {UNIT_REFUSAL}")
         found = cands.census_candidates(epsilon, delta, neighbour, wanted)
+        found += cands.unlisted_candidates(
+            found,
+            wanted,
+            group_sizes=True,
+            axes=0,
+            epsilon=epsilon,
+            delta=delta,
+            neighbour=neighbour,
+        )
         best, reason = recommend(found)
         return MechanismPlan(GROUP_SIZES, 0, 0, epsilon, delta, neighbour, found, best, reason)
     w = resolve_planning_workload(workload, schema)
     report: dict[str, Any] = {}
     found = cands.all_candidates(
         schema, w, epsilon, delta, neighbour, wanted, strategies, report, privacy_unit
+    )
+    found += cands.unlisted_candidates(
+        found,
+        wanted,
+        group_sizes=False,
+        axes=len(w.dims),
+        epsilon=epsilon,
+        delta=delta,
+        neighbour=neighbour,
+        privacy_unit=privacy_unit,
     )
     found.sort(key=_order)
     best, reason = recommend(found)

@@ -222,6 +222,62 @@ def _leaf_cost(regret: NDArray[np.float64]) -> float:
     return float(filled.mean(axis=0).min() * len(regret))
 
 
+#: Candidate thresholds per input and node: midpoints between this many quantiles of its values.
+SPLIT_QUANTILES = 48
+
+
+def _thresholds(values: NDArray[np.float64]) -> list[float]:
+    """Midpoints between consecutive distinct values, thinned to at most
+    :data:`SPLIT_QUANTILES` of them (at quantiles of the values)."""
+    distinct = np.unique(values)
+    if len(distinct) > SPLIT_QUANTILES + 1:
+        distinct = np.unique(np.quantile(distinct, np.linspace(0.0, 1.0, SPLIT_QUANTILES + 1)))
+    return [float((lo + hi) / 2) for lo, hi in itertools.pairwise(distinct)]
+
+
+def _filled(regret: NDArray[np.float64]) -> NDArray[np.float64]:
+    """NaN (an arm that did not run on a row) as the row's worst regret plus one."""
+    worst = np.nanmax(regret, axis=1, keepdims=True) + 1.0
+    return np.where(np.isnan(regret), worst, regret)
+
+
+def _best_split(
+    inputs: NDArray[np.float64], filled: NDArray[np.float64], min_rows: int, lookahead: bool
+) -> tuple[float, int, float] | None:
+    """The (cost, input, threshold) of least cost (``filled``: the regret with NaN filled); with
+    ``lookahead`` a split's cost is that of its two sides after each is split once more where
+    that helps (so that an interaction, e.g. "dense *and* large", is found although neither
+    split alone lowers the regret). Ties go to the split that is best on its own."""
+    n = len(filled)
+    best: tuple[float, float, int, float] | None = None
+    for j in range(inputs.shape[1]):
+        x = inputs[:, j]
+        thresholds = np.array(_thresholds(x))
+        if not len(thresholds):
+            continue
+        order = np.argsort(x, kind="stable")
+        sums = np.cumsum(filled[order], axis=0)
+        below = np.searchsorted(x[order], thresholds, side="left")  # rows with x < t
+        for t, k in zip(thresholds.tolist(), below.tolist(), strict=True):
+            if k < min_rows or n - k < min_rows:
+                continue
+            low_cost = float(sums[k - 1].min())
+            high_cost = float((sums[-1] - sums[k - 1]).min())
+            plain = cost = low_cost + high_cost
+            if lookahead:
+                cost = 0.0
+                for side, side_cost in ((x < t, low_cost), (x >= t, high_cost)):
+                    inner = _best_split(inputs[side], filled[side], min_rows, False)
+                    cost += side_cost if inner is None else min(side_cost, inner[0])
+            if (
+                best is None
+                or cost < best[0] - 1e-12
+                or (cost <= best[0] + 1e-12 and plain < best[1] - 1e-12)
+            ):
+                best = (cost, plain, j, t)
+    return None if best is None else (best[0], best[2], best[3])
+
+
 def fit_tree(
     inputs: NDArray[np.float64],
     regret: NDArray[np.float64],
@@ -233,23 +289,15 @@ def fit_tree(
     """A regret tree (Pythia's learning objective): ``inputs`` (rows x :data:`RULE_INPUTS`),
     ``regret`` (rows x arms) the log of each arm's error over the row's least error (NaN where
     the arm did not run). Each split is the (input, threshold between two observed values) that
-    most lowers the total regret of choosing one arm per side; leaves rank the arms.
+    most lowers the total regret of choosing one arm per side, looking one split ahead on each
+    side (a greedy tree misses a region such as "dense and large" that no single split
+    separates); leaves rank the arms.
     """
     node_cost = _leaf_cost(regret)
     leaf = {"ranking": _ranking(regret, arms), "rows": len(regret)}
     if max_depth == 0 or len(regret) < 2 * min_rows:
         return leaf
-    best: tuple[float, int, float] | None = None
-    for j in range(inputs.shape[1]):
-        values = np.unique(inputs[:, j])
-        for lo, hi in itertools.pairwise(values):
-            t = float((lo + hi) / 2)
-            low = inputs[:, j] < t
-            if low.sum() < min_rows or (~low).sum() < min_rows:
-                continue
-            cost = _leaf_cost(regret[low]) + _leaf_cost(regret[~low])
-            if best is None or cost < best[0] - 1e-12:
-                best = (cost, j, t)
+    best = _best_split(inputs, _filled(regret), min_rows, lookahead=max_depth > 1)
     if best is None or best[0] >= node_cost - 1e-9:
         return leaf
     _, j, t = best
