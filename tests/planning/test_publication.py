@@ -614,3 +614,28 @@ def test_a_seeded_publication_report_says_not_for_publication(tmp_path: Path) ->
     page = write_publication_report(tmp_path / "pub", done.manifest, linked=set()).read_text()
     assert "NOT FOR PUBLICATION" in page
     assert 'href="cube/report.html"' not in page and 'href="cube/report.md"' in page
+
+
+def test_a_directory_named_like_the_staging_one_is_never_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the staging directory is dpcube's own, made fresh: a directory already there under a name
+    # it could have picked (here forced by a fixed random id) is neither reused nor deleted
+    import dpcube.planning.publication as publication_module
+
+    monkeypatch.setattr(publication_module.os, "urandom", lambda n: b"\0" * n)
+    theirs = tmp_path / ".dpcube-tmp-publication-000000000000"
+    theirs.mkdir()
+    (theirs / "notes.txt").write_text("keep me")
+    out = tmp_path / "pub"
+    release_publication(
+        _publication(tmp_path),
+        str(PERSONS),
+        1.0,
+        out,
+        ledger=_ledger(tmp_path),
+        dataset="persons",
+        report_writer=lambda staging, manifest: None,
+    )
+    assert (theirs / "notes.txt").read_text() == "keep me"
+    assert (out / "publication.json").is_file() and not (out / "notes.txt").exists()

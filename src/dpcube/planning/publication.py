@@ -60,6 +60,7 @@ import json
 import math
 import os
 import shutil
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -553,9 +554,9 @@ def release_publication(
         # whole, non-negative, consistent numbers: post-processing, no budget spent
         releases[row.spec.name] = release.to_integer() if row.spec.integer else release
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = target.parent / f"{TEMP_PREFIX}publication-{publication_id[:12]}"
+    # a fresh directory of dpcube's own (never one already there): the only one removed on failure
+    staging = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}publication-", dir=target.parent))
     try:
-        staging.mkdir()
         tables = []
         for row in rows:
             saved = releases[row.spec.name].save(staging / row.spec.name)
