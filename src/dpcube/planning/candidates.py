@@ -17,7 +17,7 @@ import numpy as np
 from dpcube.errors import DPCubeError, QueryError
 from dpcube.linalg.boxes import BoxGram
 from dpcube.linalg.operators import Kronecker
-from dpcube.planning.benchmarks import adaptive_candidates, benchmark_candidates
+from dpcube.planning.benchmarks import SPATIAL_FIGURES, adaptive_candidates, benchmark_candidates
 from dpcube.planning.candidate import Candidate
 from dpcube.planning.errors import (
     MAX_DENSE_TRACE_CELLS,
@@ -586,8 +586,8 @@ def all_candidates(
     return out
 
 
-#: Why a registered mechanism has no row in a plan, when it was asked for.
-SPATIAL_ONLY = ("htf", "ug", "ag", "quadtree", "kdtree", "privtree", "uniform", "singular")
+#: The mechanisms that need a spatial attribute (those the spatial benchmark figures list).
+SPATIAL_ONLY = frozenset(name for name, *_ in SPATIAL_FIGURES.values())
 
 
 def unlisted_candidates(

@@ -207,19 +207,22 @@ def _leaves(node: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 # ------------------------------------------------------------------------------------------------
 
 
+def _filled(regret: NDArray[np.float64]) -> NDArray[np.float64]:
+    """NaN (an arm that did not run on a row) as the row's worst regret plus one."""
+    worst = np.nanmax(regret, axis=1, keepdims=True) + 1.0
+    return np.where(np.isnan(regret), worst, regret)
+
+
 def _ranking(regret: NDArray[np.float64], arms: Sequence[str]) -> list[str]:
     """Arms by their mean regret over the rows (NaN: not measured on a row, counted as the worst
     regret seen on that row plus one, so an arm that could not run never ranks first)."""
-    worst = np.nanmax(regret, axis=1, keepdims=True) + 1.0
-    filled = np.where(np.isnan(regret), worst, regret)
-    order = np.argsort(filled.mean(axis=0), kind="stable")
+    order = np.argsort(_filled(regret).mean(axis=0), kind="stable")
     return [arms[i] for i in order]
 
 
-def _leaf_cost(regret: NDArray[np.float64]) -> float:
-    worst = np.nanmax(regret, axis=1, keepdims=True) + 1.0
-    filled = np.where(np.isnan(regret), worst, regret)
-    return float(filled.mean(axis=0).min() * len(regret))
+def _leaf_cost(filled: NDArray[np.float64]) -> float:
+    """The total regret of the one arm best over these rows (``filled``: see :func:`_filled`)."""
+    return float(filled.sum(axis=0).min())
 
 
 #: Candidate thresholds per input and node: midpoints between this many quantiles of its values.
@@ -233,12 +236,6 @@ def _thresholds(values: NDArray[np.float64]) -> list[float]:
     if len(distinct) > SPLIT_QUANTILES + 1:
         distinct = np.unique(np.quantile(distinct, np.linspace(0.0, 1.0, SPLIT_QUANTILES + 1)))
     return [float((lo + hi) / 2) for lo, hi in itertools.pairwise(distinct)]
-
-
-def _filled(regret: NDArray[np.float64]) -> NDArray[np.float64]:
-    """NaN (an arm that did not run on a row) as the row's worst regret plus one."""
-    worst = np.nanmax(regret, axis=1, keepdims=True) + 1.0
-    return np.where(np.isnan(regret), worst, regret)
 
 
 def _best_split(
@@ -293,11 +290,12 @@ def fit_tree(
     side (a greedy tree misses a region such as "dense and large" that no single split
     separates); leaves rank the arms.
     """
-    node_cost = _leaf_cost(regret)
+    filled = _filled(regret)
+    node_cost = _leaf_cost(filled)
     leaf = {"ranking": _ranking(regret, arms), "rows": len(regret)}
     if max_depth == 0 or len(regret) < 2 * min_rows:
         return leaf
-    best = _best_split(inputs, _filled(regret), min_rows, lookahead=max_depth > 1)
+    best = _best_split(inputs, filled, min_rows, lookahead=max_depth > 1)
     if best is None or best[0] >= node_cost - 1e-9:
         return leaf
     _, j, t = best
